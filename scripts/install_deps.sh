@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Installs everything lorafleet needs to build, test and run the demo, and nothing twice.
+# Shared by scripts/demo.sh and scripts/test.sh (and so by .ci/run). Idempotent: every step
+# checks first and skips what is already there.
+#
+#   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, nlohmann-json, GoogleTest,
+#                    cpp-httplib, CLI11, ccache, promtool (prometheus), curl
+#   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy
+#   .deps/           the CLIP BPE vocabulary from the open_clip_torch wheel, and the
+#                    skimage sample photographs from Debian's python3-skimage package
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEPS="$ROOT/.deps"
+VENV="$ROOT/.venv"
+TORCH_VERSION="${LORAFLEET_TORCH_VERSION:-2.11.0}"
+OPEN_CLIP_VERSION="3.3.0"
+SKIMAGE_DEB="python3-skimage"
+mkdir -p "$DEPS"
+
+log() { echo "[install] $*"; }
+
+# --- Debian packages ---------------------------------------------------------------------
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config curl unzip
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libopenmpi-dev openmpi-bin
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libcpp-httplib-dev libcli11-dev libssl-dev zlib1g-dev libpcre2-dev
+  prometheus
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # prometheus brings promtool; do not let its service start inside containers.
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "Debian packages present"
+fi
+
+# --- LibTorch from the PyPI torch wheel ----------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import torch,sys; sys.exit(0 if torch.__version__.split('+')[0]=='$TORCH_VERSION' else 1)" 2>/dev/null; then
+  log "pip install torch==$TORCH_VERSION (large download, once)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy
+else
+  log "torch $TORCH_VERSION present"
+fi
+"$VENV/bin/python" -c "import torch; print('[install] torch', torch.__version__, 'cuda', torch.version.cuda)"
+
+# --- CLIP BPE vocabulary (shipped by open_clip_torch; never hand-written) -----------------
+VOCAB="$DEPS/bpe_simple_vocab_16e6.txt.gz"
+if [ ! -s "$VOCAB" ]; then
+  log "fetching the CLIP BPE vocabulary from open_clip_torch==$OPEN_CLIP_VERSION"
+  tmp="$(mktemp -d)"
+  "$VENV/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "open_clip_torch==$OPEN_CLIP_VERSION"
+  unzip -q -o -j "$tmp"/open_clip_torch-*.whl 'open_clip/bpe_simple_vocab_16e6.txt.gz' -d "$tmp/x"
+  mv "$tmp/x/bpe_simple_vocab_16e6.txt.gz" "$VOCAB.tmp" && mv "$VOCAB.tmp" "$VOCAB"
+  rm -rf "$tmp"
+fi
+
+# --- Demo photographs (Debian's python3-skimage data folder) -------------------------------
+SKDATA="$DEPS/skimage/usr/lib/python3/dist-packages/skimage/data"
+if [ ! -f "$SKDATA/astronaut.png" ]; then
+  log "extracting $SKIMAGE_DEB sample images"
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && apt-get download -qq "$SKIMAGE_DEB")
+  rm -rf "$DEPS/skimage"
+  dpkg -x "$tmp"/python3-skimage_*.deb "$DEPS/skimage"
+  rm -rf "$tmp"
+fi
+log "done"
