@@ -1,0 +1,402 @@
+// Strict YAML job-config parser (yaml-cpp): every section and key is checked against the schema
+// in job_config.h, and every error names "<file>:<line>", the dotted key and what was expected,
+// so a typo fails at start-up instead of silently training with a default.
+#include "common/config/job_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a key is bound to: a setter that converts the YAML value or throws ConfigError.
+using Setter = std::function<void(const YAML::Node& value, const std::string& key, int line)>;
+
+struct Field {
+  std::string key;
+  Setter set;
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string source_name) : source_(std::move(source_name)) {}
+
+  [[noreturn]] void fail(int line, const std::string& message) const {
+    throw ConfigError(source_ + ":" + std::to_string(line) + ": " + message);
+  }
+
+  [[noreturn]] void fail_key(int line, const std::string& key, const std::string& problem) const {
+    fail(line, "key '" + key + "': " + problem);
+  }
+
+  static int line_of(const YAML::Node& node, int fallback) {
+    const YAML::Mark mark = node.Mark();
+    return mark.is_null() ? fallback : mark.line + 1;
+  }
+
+  // Renders a value for "got ..." in messages.
+  static std::string describe(const YAML::Node& value) {
+    switch (value.Type()) {
+      case YAML::NodeType::Scalar: return "'" + value.Scalar() + "'";
+      case YAML::NodeType::Sequence: return "a list";
+      case YAML::NodeType::Map: return "a mapping";
+      case YAML::NodeType::Null: return "nothing (null)";
+      case YAML::NodeType::Undefined: break;
+    }
+    return "an undefined value";
+  }
+
+  template <typename T>
+  T scalar_as(const YAML::Node& value, const std::string& key, int line,
+              const std::string& expected) const {
+    T out{};
+    if (!value.IsScalar() || !YAML::convert<T>::decode(value, out)) {
+      fail_key(line, key, "expected " + expected + ", got " + describe(value));
+    }
+    return out;
+  }
+
+  Field int_field(const std::string& key, int* target) {
+    return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+              *target = scalar_as<int>(v, k, line, "an integer");
+            }};
+  }
+  Field u64_field(const std::string& key, std::uint64_t* target) {
+    return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+              *target = scalar_as<std::uint64_t>(v, k, line, "a non-negative integer");
+            }};
+  }
+  Field double_field(const std::string& key, double* target) {
+    return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+              const double d = scalar_as<double>(v, k, line, "a number");
+              if (!std::isfinite(d)) {
+                fail_key(line, k, "expected a finite number, got " + describe(v));
+              }
+              *target = d;
+            }};
+  }
+  Field bool_field(const std::string& key, bool* target) {
+    return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+              *target = scalar_as<bool>(v, k, line, "true or false");
+            }};
+  }
+  // A null value ("key:" with nothing after it) reads as the empty string.
+  Field string_field(const std::string& key, std::string* target) {
+    return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+              if (v.IsNull()) {
+                target->clear();
+                return;
+              }
+              if (!v.IsScalar()) fail_key(line, k, "expected a string, got " + describe(v));
+              *target = v.Scalar();
+            }};
+  }
+  // "resolution: 512" (square) or "resolution: [W, H]", as kohya's --resolution / TOML key.
+  Field resolution_field(const std::string& key, int* width, int* height) {
+    return {key, [this, width, height](const YAML::Node& v, const std::string& k, int line) {
+              const std::string expected = "an integer or a [width, height] list of integers";
+              if (v.IsScalar()) {
+                *width = *height = scalar_as<int>(v, k, line, expected);
+                return;
+              }
+              if (!v.IsSequence() || v.size() != 2) {
+                fail_key(line, k, "expected " + expected + ", got " + describe(v));
+              }
+              *width = scalar_as<int>(v[0], k, line_of(v[0], line), expected);
+              *height = scalar_as<int>(v[1], k, line_of(v[1], line), expected);
+            }};
+  }
+
+  // Applies a mapping node to the fields of one section; unknown and duplicate keys fail.
+  void apply(const YAML::Node& map, const std::string& prefix, const std::vector<Field>& fields,
+             int section_line) {
+    if (map.IsNull()) return;  // "dataset:" with nothing under it keeps the defaults
+    if (!map.IsMap()) {
+      fail(section_line, "section '" + prefix + "': expected a mapping of keys, got " +
+                             describe(map));
+    }
+    for (const auto& kv : map) {
+      const int key_line = line_of(kv.first, section_line);
+      if (!kv.first.IsScalar()) fail(key_line, "section '" + prefix + "': keys must be strings");
+      const std::string name = kv.first.Scalar();
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
+      const Field* field = nullptr;
+      for (const auto& f : fields) {
+        if (f.key == name) field = &f;
+      }
+      if (field == nullptr) {
+        std::string expected;
+        for (const auto& f : fields) expected += (expected.empty() ? "" : ", ") + f.key;
+        fail(key_line, "unknown key '" + full + "' (expected one of: " + expected + ")");
+      }
+      if (lines_.count(full) != 0) {
+        fail(key_line, "duplicate key '" + full + "' (first set on line " +
+                           std::to_string(lines_[full]) + ")");
+      }
+      // Errors about a value point at its key's line (a null value's mark is the next line).
+      lines_[full] = key_line;
+      field->set(kv.second, full, key_line);
+    }
+  }
+
+  // Line of a key's value when it was given, else of its section, else 1.
+  int line_for(const std::string& key) const {
+    auto it = lines_.find(key);
+    if (it != lines_.end()) return it->second;
+    auto sec = lines_.find(key.substr(0, key.find('.')));
+    return sec != lines_.end() ? sec->second : 1;
+  }
+
+ private:
+  std::string source_;
+  std::map<std::string, int> lines_;
+};
+
+std::string resolve_path(const std::string& base_dir, const std::string& path) {
+  if (base_dir.empty() || path.empty()) return path;
+  const fs::path p(path);
+  if (p.is_absolute()) return path;
+  return (fs::path(base_dir) / p).lexically_normal().string();
+}
+
+void validate(const Parser& p, JobConfig& c) {
+  auto require = [&p](bool ok, const std::string& key, const std::string& expected,
+                      const std::string& got) {
+    if (!ok) p.fail_key(p.line_for(key), key, "expected " + expected + ", got " + got);
+  };
+  auto str = [](const std::string& s) { return "'" + s + "'"; };
+  auto num = [](double d) {
+    std::ostringstream os;
+    os << d;
+    return os.str();
+  };
+
+  const auto& m = c.model;
+  require(!m.pretrained_model_name_or_path.empty(), "model.pretrained_model_name_or_path",
+          "a non-empty path to a .safetensors checkpoint", "nothing");
+  require(m.architecture == "tiny" || m.architecture == "sd15", "model.architecture",
+          "one of: tiny, sd15", str(m.architecture));
+  require(!m.tokenizer_vocab.empty(), "model.tokenizer_vocab",
+          "a non-empty path to bpe_simple_vocab_16e6.txt.gz", "nothing");
+
+  auto& d = c.dataset;
+  require(!d.train_data_dir.empty(), "dataset.train_data_dir",
+          "a non-empty path to a folder of <num_repeats>_<class tokens> subfolders", "nothing");
+  require(d.resolution_w >= 1 && d.resolution_h >= 1, "dataset.resolution",
+          "sizes >= 1", std::to_string(d.resolution_w) + "x" + std::to_string(d.resolution_h));
+  require(d.bucket_reso_steps >= 1, "dataset.bucket_reso_steps", "an integer >= 1",
+          std::to_string(d.bucket_reso_steps));
+  require(d.min_bucket_reso >= 1, "dataset.min_bucket_reso", "an integer >= 1",
+          std::to_string(d.min_bucket_reso));
+  require(d.max_bucket_reso >= d.min_bucket_reso, "dataset.max_bucket_reso",
+          "an integer >= min_bucket_reso (" + std::to_string(d.min_bucket_reso) + ")",
+          std::to_string(d.max_bucket_reso));
+  if (d.enable_bucket) {
+    // The same checks as kohya adjust_min_max_bucket_reso_by_steps, after its rounding.
+    const int steps = d.bucket_reso_steps;
+    const int min_r = d.min_bucket_reso - d.min_bucket_reso % steps;
+    const int max_r = d.max_bucket_reso % steps == 0
+                          ? d.max_bucket_reso
+                          : d.max_bucket_reso + steps - d.max_bucket_reso % steps;
+    require(min_r >= 1, "dataset.min_bucket_reso",
+            "a value >= bucket_reso_steps (" + std::to_string(steps) + ")",
+            std::to_string(d.min_bucket_reso));
+    require(min_r <= std::min(d.resolution_w, d.resolution_h), "dataset.min_bucket_reso",
+            "at most the smaller resolution side " +
+                std::to_string(std::min(d.resolution_w, d.resolution_h)) +
+                " (after rounding down to a multiple of bucket_reso_steps)",
+            std::to_string(d.min_bucket_reso));
+    require(max_r >= std::max(d.resolution_w, d.resolution_h), "dataset.max_bucket_reso",
+            "at least the larger resolution side " +
+                std::to_string(std::max(d.resolution_w, d.resolution_h)),
+            std::to_string(d.max_bucket_reso));
+  }
+  require(!d.caption_extension.empty(), "dataset.caption_extension",
+          "a file extension such as .txt", "nothing");
+  // kohya adds the leading "." when it is missing (config_util / train_util).
+  if (d.caption_extension[0] != '.') d.caption_extension = "." + d.caption_extension;
+  require(d.reg_selection == "first", "dataset.reg_selection",
+          "'first' (kohya's rule: the same prefix of reg images every epoch)",
+          str(d.reg_selection));
+
+  auto& n = c.network;
+  require(n.network_dim >= 1, "network.network_dim", "an integer >= 1",
+          std::to_string(n.network_dim));
+  require(n.network_alpha >= 0, "network.network_alpha", "a number >= 0", num(n.network_alpha));
+  // kohya LoRAModule: alpha 0 (or None) means alpha = network_dim, i.e. scale 1.
+  if (n.network_alpha == 0) n.network_alpha = n.network_dim;
+
+  const auto& t = c.training;
+  require(t.train_batch_size >= 1, "training.train_batch_size", "an integer >= 1",
+          std::to_string(t.train_batch_size));
+  require(t.learning_rate >= 0, "training.learning_rate", "a number >= 0",
+          num(t.learning_rate));
+  require(t.lr_scheduler == "constant" || t.lr_scheduler == "constant_with_warmup" ||
+              t.lr_scheduler == "linear" || t.lr_scheduler == "cosine",
+          "training.lr_scheduler", "one of: constant, constant_with_warmup, linear, cosine",
+          str(t.lr_scheduler));
+  require(t.lr_warmup_steps >= 0, "training.lr_warmup_steps", "an integer >= 0",
+          std::to_string(t.lr_warmup_steps));
+  require(t.max_train_epochs >= 0, "training.max_train_epochs", "an integer >= 0",
+          std::to_string(t.max_train_epochs));
+  require(t.max_train_steps >= 1 || t.max_train_epochs > 0, "training.max_train_steps",
+          "an integer >= 1 (or max_train_epochs > 0)", std::to_string(t.max_train_steps));
+  require(t.save_every_n_steps >= 0, "training.save_every_n_steps", "an integer >= 0",
+          std::to_string(t.save_every_n_steps));
+  require(t.prior_loss_weight >= 0, "training.prior_loss_weight", "a number >= 0",
+          num(t.prior_loss_weight));
+  require(t.max_grad_norm >= 0, "training.max_grad_norm", "a number >= 0 (0 disables clipping)",
+          num(t.max_grad_norm));
+  require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "training.adam_beta1", "a number in [0, 1)",
+          num(t.adam_beta1));
+  require(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "training.adam_beta2", "a number in [0, 1)",
+          num(t.adam_beta2));
+  require(t.adam_epsilon >= 0, "training.adam_epsilon", "a number >= 0", num(t.adam_epsilon));
+  require(t.adam_weight_decay >= 0, "training.adam_weight_decay", "a number >= 0",
+          num(t.adam_weight_decay));
+
+  const auto& o = c.output;
+  require(!o.output_dir.empty(), "output.output_dir", "a non-empty folder path", "nothing");
+  require(!o.output_name.empty() && o.output_name.find('/') == std::string::npos,
+          "output.output_name", "a non-empty file name without '/'", str(o.output_name));
+  require(o.keep_last_n_checkpoints >= 0, "output.keep_last_n_checkpoints",
+          "an integer >= 0 (0 keeps all)", std::to_string(o.keep_last_n_checkpoints));
+
+  const auto& co = c.coordinator;
+  require(!co.listen_address.empty(), "coordinator.listen_address", "a host:port address",
+          "nothing");
+  require(co.linger_seconds >= 0, "coordinator.linger_seconds", "an integer >= 0",
+          std::to_string(co.linger_seconds));
+
+  const auto& w = c.worker;
+  require(w.metrics_port_base >= 0 && w.metrics_port_base <= 65535, "worker.metrics_port_base",
+          "a port in [0, 65535] (0 disables)", std::to_string(w.metrics_port_base));
+  require(w.num_threads >= 1, "worker.num_threads", "an integer >= 1",
+          std::to_string(w.num_threads));
+  require(w.device == "auto" || w.device == "cpu" || w.device == "cuda", "worker.device",
+          "one of: auto, cpu, cuda", str(w.device));
+  require(w.register_timeout_seconds >= 1, "worker.register_timeout_seconds", "an integer >= 1",
+          std::to_string(w.register_timeout_seconds));
+}
+
+}  // namespace
+
+JobConfig parse_job_config(const std::string& yaml_text, const std::string& source_name,
+                           const std::string& base_dir) {
+  JobConfig c;
+  c.source_name = source_name;
+  c.yaml_text = yaml_text;
+  Parser p(source_name);
+
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    p.fail(e.mark.is_null() ? 1 : e.mark.line + 1, "YAML syntax error: " + e.msg);
+  }
+
+  auto& m = c.model;
+  auto& d = c.dataset;
+  auto& n = c.network;
+  auto& t = c.training;
+  auto& o = c.output;
+  auto& co = c.coordinator;
+  auto& w = c.worker;
+  const std::vector<std::pair<std::string, std::vector<Field>>> sections = {
+      {"model",
+       {p.string_field("pretrained_model_name_or_path", &m.pretrained_model_name_or_path),
+        p.string_field("architecture", &m.architecture),
+        p.string_field("tokenizer_vocab", &m.tokenizer_vocab)}},
+      {"dataset",
+       {p.string_field("train_data_dir", &d.train_data_dir),
+        p.string_field("reg_data_dir", &d.reg_data_dir),
+        p.resolution_field("resolution", &d.resolution_w, &d.resolution_h),
+        p.bool_field("enable_bucket", &d.enable_bucket),
+        p.int_field("min_bucket_reso", &d.min_bucket_reso),
+        p.int_field("max_bucket_reso", &d.max_bucket_reso),
+        p.int_field("bucket_reso_steps", &d.bucket_reso_steps),
+        p.bool_field("bucket_no_upscale", &d.bucket_no_upscale),
+        p.string_field("caption_extension", &d.caption_extension),
+        p.string_field("reg_selection", &d.reg_selection)}},
+      {"network",
+       {p.int_field("network_dim", &n.network_dim),
+        p.double_field("network_alpha", &n.network_alpha),
+        p.string_field("network_weights", &n.network_weights)}},
+      {"training",
+       {p.u64_field("seed", &t.seed), p.int_field("train_batch_size", &t.train_batch_size),
+        p.double_field("learning_rate", &t.learning_rate),
+        p.string_field("lr_scheduler", &t.lr_scheduler),
+        p.int_field("lr_warmup_steps", &t.lr_warmup_steps),
+        p.int_field("max_train_steps", &t.max_train_steps),
+        p.int_field("max_train_epochs", &t.max_train_epochs),
+        p.int_field("save_every_n_steps", &t.save_every_n_steps),
+        p.double_field("prior_loss_weight", &t.prior_loss_weight),
+        p.double_field("max_grad_norm", &t.max_grad_norm),
+        p.double_field("adam_beta1", &t.adam_beta1), p.double_field("adam_beta2", &t.adam_beta2),
+        p.double_field("adam_epsilon", &t.adam_epsilon),
+        p.double_field("adam_weight_decay", &t.adam_weight_decay)}},
+      {"output",
+       {p.string_field("output_dir", &o.output_dir), p.string_field("output_name", &o.output_name),
+        p.int_field("keep_last_n_checkpoints", &o.keep_last_n_checkpoints)}},
+      {"coordinator",
+       {p.string_field("listen_address", &co.listen_address),
+        p.string_field("metrics_address", &co.metrics_address),
+        p.int_field("linger_seconds", &co.linger_seconds)}},
+      {"worker",
+       {p.string_field("metrics_host", &w.metrics_host),
+        p.int_field("metrics_port_base", &w.metrics_port_base),
+        p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device),
+        p.int_field("register_timeout_seconds", &w.register_timeout_seconds)}},
+  };
+
+  if (!root.IsNull()) {
+    if (!root.IsMap()) {
+      p.fail(Parser::line_of(root, 1),
+             "expected a mapping of sections (model, dataset, network, training, output, "
+             "coordinator, worker), got " + Parser::describe(root));
+    }
+    // Each section is a Field whose setter applies the section's own fields.
+    std::vector<Field> top;
+    for (const auto& [name, fields] : sections) {
+      top.push_back({name, [&p, &fields = fields](const YAML::Node& v, const std::string& key,
+                                                   int line) {
+                       p.apply(v, key, fields, line);
+                     }});
+    }
+    p.apply(root, "", top, 1);
+  }
+
+  validate(p, c);
+
+  m.pretrained_model_name_or_path = resolve_path(base_dir, m.pretrained_model_name_or_path);
+  m.tokenizer_vocab = resolve_path(base_dir, m.tokenizer_vocab);
+  d.train_data_dir = resolve_path(base_dir, d.train_data_dir);
+  d.reg_data_dir = resolve_path(base_dir, d.reg_data_dir);
+  n.network_weights = resolve_path(base_dir, n.network_weights);
+  o.output_dir = resolve_path(base_dir, o.output_dir);
+  return c;
+}
+
+JobConfig load_job_config(const std::string& path) {
+  std::error_code ec;
+  std::ifstream in;
+  if (!fs::is_directory(path, ec)) in.open(path, std::ios::binary);
+  if (!in.is_open()) {
+    throw ConfigError(path + ": cannot read the job config file (expected a readable YAML file)");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(path + ": read error while loading the job config file");
+  // Relative paths resolve against the working directory, as kohya's do.
+  return parse_job_config(text.str(), path, fs::current_path().string());
+}
+
+}  // namespace lf

@@ -1,0 +1,116 @@
+// Job configuration: the YAML file under configs/ that the coordinator reads and sends, as text,
+// to every worker at registration. Key names follow kohya sd-scripts (train_network.py flags and
+// dataset-config keys) so that a kohya user recognises them.
+//
+// Parsing is strict: an unknown key or a value of the wrong type is a ConfigError whose message
+// starts with "<file>:<line>:" and names the key and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lf {
+
+// Thrown for any invalid configuration. what() = "<file>:<line>: <key>: <problem>".
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelSection {
+  // Single-file .safetensors checkpoint in the original (ldm) key layout.
+  std::string pretrained_model_name_or_path;
+  // Named architecture preset of the model classes: "tiny" (demo/tests) or "sd15".
+  std::string architecture = "tiny";
+  // CLIP BPE vocabulary (bpe_simple_vocab_16e6.txt.gz), shipped by open_clip_torch.
+  std::string tokenizer_vocab = ".deps/bpe_simple_vocab_16e6.txt.gz";
+};
+
+struct DatasetSection {
+  // Parent folders holding kohya DreamBooth subsets named "<num_repeats>_<class tokens>".
+  std::string train_data_dir;
+  std::string reg_data_dir;  // empty: no regularization images
+  int resolution_w = 512;    // "resolution: 512" or "resolution: [W, H]"
+  int resolution_h = 512;
+  bool enable_bucket = true;
+  int min_bucket_reso = 256;
+  int max_bucket_reso = 1024;
+  int bucket_reso_steps = 64;
+  bool bucket_no_upscale = false;
+  std::string caption_extension = ".txt";
+  // "first": kohya's rule (the same prefix of reg images every epoch).
+  std::string reg_selection = "first";
+};
+
+struct NetworkSection {
+  int network_dim = 4;          // LoRA rank
+  double network_alpha = 1.0;   // scale = network_alpha / network_dim (kohya default 1.0)
+  std::string network_weights;  // existing kohya LoRA to continue from (empty: fresh init)
+};
+
+struct TrainingSection {
+  std::uint64_t seed = 42;
+  int train_batch_size = 1;  // per rank, as kohya's train_batch_size is per device
+  double learning_rate = 1e-4;
+  std::string lr_scheduler = "cosine";  // constant | constant_with_warmup | linear | cosine
+  int lr_warmup_steps = 0;
+  int max_train_steps = 1600;   // kohya default
+  int max_train_epochs = 0;     // > 0 overrides max_train_steps
+  int save_every_n_steps = 0;   // 0: only at the end
+  double prior_loss_weight = 1.0;
+  double max_grad_norm = 1.0;   // 0 disables clipping
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double adam_weight_decay = 0.01;  // torch.optim.AdamW default
+};
+
+struct OutputSection {
+  std::string output_dir = "output";
+  std::string output_name = "lora";
+  int keep_last_n_checkpoints = 0;  // 0 keeps all
+};
+
+struct CoordinatorSection {
+  std::string listen_address = "127.0.0.1:50051";  // loopback unless configured otherwise
+  std::string metrics_address = "127.0.0.1:9400";  // "" disables /metrics
+  // Seconds to keep serving /metrics after the job ends (lets dashboards scrape the end).
+  int linger_seconds = 0;
+};
+
+struct WorkerSection {
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port_base = 9410;  // rank r serves /metrics on base + r; 0 disables
+  int num_threads = 1;           // intra-op threads per rank (CPU)
+  std::string device = "auto";   // auto | cpu | cuda
+  int register_timeout_seconds = 30;
+};
+
+struct JobConfig {
+  ModelSection model;
+  DatasetSection dataset;
+  NetworkSection network;
+  TrainingSection training;
+  OutputSection output;
+  CoordinatorSection coordinator;
+  WorkerSection worker;
+
+  std::string source_name;  // file path (or "<string>") the config came from
+  std::string yaml_text;    // the text as read, sent to workers verbatim
+};
+
+// Parses YAML text. Relative paths (model, vocab, data dirs, network_weights, output_dir) are
+// resolved against base_dir when non-empty. As kohya, a caption_extension without its leading
+// "." gets one and network_alpha 0 means network_dim. Throws ConfigError("<source_name>:<line>:
+// ...") on YAML syntax errors, unknown or duplicate keys, wrong types and invalid values.
+JobConfig parse_job_config(const std::string& yaml_text, const std::string& source_name,
+                           const std::string& base_dir = "");
+
+// Reads and parses a file, resolving relative paths against the current working directory (as
+// kohya does); throws ConfigError naming the path if it cannot be read.
+JobConfig load_job_config(const std::string& path);
+
+}  // namespace lf

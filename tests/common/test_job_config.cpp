@@ -1,0 +1,258 @@
+// Tests for the strict job-config parser: a full valid file, defaults, path resolution, and the
+// exact "<file>:<line>: ..." messages for unknown keys, wrong types, bad values, syntax errors.
+#include "common/config/job_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/common/fixtures.h"
+
+namespace lf {
+namespace {
+
+const char* const kValid = R"(# demo job
+model:
+  pretrained_model_name_or_path: models/tiny.safetensors
+  architecture: sd15
+  tokenizer_vocab: /opt/vocab/bpe_simple_vocab_16e6.txt.gz
+dataset:
+  train_data_dir: data/train
+  reg_data_dir: data/reg
+  resolution: [768, 512]
+  enable_bucket: true
+  min_bucket_reso: 320
+  max_bucket_reso: 1280
+  bucket_reso_steps: 64
+  bucket_no_upscale: false
+  caption_extension: .caption
+  reg_selection: first
+network:
+  network_dim: 8
+  network_alpha: 4
+  network_weights: ""
+training:
+  seed: 18446744073709551615
+  train_batch_size: 2
+  learning_rate: 1e-4
+  lr_scheduler: constant_with_warmup
+  lr_warmup_steps: 10
+  max_train_steps: 300
+  max_train_epochs: 0
+  save_every_n_steps: 100
+  prior_loss_weight: 0.75
+  max_grad_norm: 0
+  adam_beta1: 0.8
+  adam_beta2: 0.99
+  adam_epsilon: 1.0e-6
+  adam_weight_decay: 0
+output:
+  output_dir: out
+  output_name: my_lora
+  keep_last_n_checkpoints: 3
+coordinator:
+  listen_address: 0.0.0.0:6000
+  metrics_address: ""
+  linger_seconds: 5
+worker:
+  metrics_host: 10.0.0.2
+  metrics_port_base: 9500
+  num_threads: 4
+  device: cpu
+  register_timeout_seconds: 60
+)";
+
+const char* const kMinimal = R"(model:
+  pretrained_model_name_or_path: /m/model.safetensors
+dataset:
+  train_data_dir: /d/train
+)";
+
+std::string error_of(const std::string& yaml, const std::string& name = "job.yaml") {
+  try {
+    parse_job_config(yaml, name);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<no ConfigError>";
+}
+
+TEST(JobConfig, ValidFileParsesEveryKey) {
+  const JobConfig c = parse_job_config(kValid, "configs/demo.yaml", "/base");
+  EXPECT_EQ(c.source_name, "configs/demo.yaml");
+  EXPECT_EQ(c.yaml_text, kValid);
+  EXPECT_EQ(c.model.pretrained_model_name_or_path, "/base/models/tiny.safetensors");
+  EXPECT_EQ(c.model.architecture, "sd15");
+  EXPECT_EQ(c.model.tokenizer_vocab, "/opt/vocab/bpe_simple_vocab_16e6.txt.gz");  // absolute
+  EXPECT_EQ(c.dataset.train_data_dir, "/base/data/train");
+  EXPECT_EQ(c.dataset.reg_data_dir, "/base/data/reg");
+  EXPECT_EQ(c.dataset.resolution_w, 768);
+  EXPECT_EQ(c.dataset.resolution_h, 512);
+  EXPECT_TRUE(c.dataset.enable_bucket);
+  EXPECT_EQ(c.dataset.min_bucket_reso, 320);
+  EXPECT_EQ(c.dataset.max_bucket_reso, 1280);
+  EXPECT_EQ(c.dataset.bucket_reso_steps, 64);
+  EXPECT_FALSE(c.dataset.bucket_no_upscale);
+  EXPECT_EQ(c.dataset.caption_extension, ".caption");
+  EXPECT_EQ(c.dataset.reg_selection, "first");
+  EXPECT_EQ(c.network.network_dim, 8);
+  EXPECT_DOUBLE_EQ(c.network.network_alpha, 4.0);
+  EXPECT_EQ(c.network.network_weights, "");  // empty stays empty, not "/base"
+  EXPECT_EQ(c.training.seed, 18446744073709551615ULL);
+  EXPECT_EQ(c.training.train_batch_size, 2);
+  EXPECT_DOUBLE_EQ(c.training.learning_rate, 1e-4);
+  EXPECT_EQ(c.training.lr_scheduler, "constant_with_warmup");
+  EXPECT_EQ(c.training.lr_warmup_steps, 10);
+  EXPECT_EQ(c.training.max_train_steps, 300);
+  EXPECT_EQ(c.training.max_train_epochs, 0);
+  EXPECT_EQ(c.training.save_every_n_steps, 100);
+  EXPECT_DOUBLE_EQ(c.training.prior_loss_weight, 0.75);
+  EXPECT_DOUBLE_EQ(c.training.max_grad_norm, 0.0);
+  EXPECT_DOUBLE_EQ(c.training.adam_beta1, 0.8);
+  EXPECT_DOUBLE_EQ(c.training.adam_beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.training.adam_epsilon, 1e-6);
+  EXPECT_DOUBLE_EQ(c.training.adam_weight_decay, 0.0);
+  EXPECT_EQ(c.output.output_dir, "/base/out");
+  EXPECT_EQ(c.output.output_name, "my_lora");
+  EXPECT_EQ(c.output.keep_last_n_checkpoints, 3);
+  EXPECT_EQ(c.coordinator.listen_address, "0.0.0.0:6000");
+  EXPECT_EQ(c.coordinator.metrics_address, "");
+  EXPECT_EQ(c.coordinator.linger_seconds, 5);
+  EXPECT_EQ(c.worker.metrics_host, "10.0.0.2");
+  EXPECT_EQ(c.worker.metrics_port_base, 9500);
+  EXPECT_EQ(c.worker.num_threads, 4);
+  EXPECT_EQ(c.worker.device, "cpu");
+  EXPECT_EQ(c.worker.register_timeout_seconds, 60);
+}
+
+TEST(JobConfig, MinimalFileKeepsDefaults) {
+  const JobConfig c = parse_job_config(kMinimal, "<string>");
+  EXPECT_EQ(c.model.architecture, "tiny");
+  EXPECT_EQ(c.model.tokenizer_vocab, ".deps/bpe_simple_vocab_16e6.txt.gz");  // no base_dir
+  EXPECT_EQ(c.dataset.resolution_w, 512);
+  EXPECT_EQ(c.dataset.resolution_h, 512);
+  EXPECT_EQ(c.dataset.reg_data_dir, "");
+  EXPECT_EQ(c.dataset.caption_extension, ".txt");
+  EXPECT_EQ(c.network.network_dim, 4);
+  EXPECT_DOUBLE_EQ(c.network.network_alpha, 1.0);
+  EXPECT_EQ(c.training.seed, 42u);
+  EXPECT_EQ(c.training.lr_scheduler, "cosine");
+  EXPECT_EQ(c.training.max_train_steps, 1600);
+  EXPECT_EQ(c.output.output_dir, "output");
+  EXPECT_EQ(c.coordinator.listen_address, "127.0.0.1:50051");
+  EXPECT_EQ(c.worker.device, "auto");
+}
+
+TEST(JobConfig, ScalarResolutionAndKohyaNormalisations) {
+  const JobConfig c = parse_job_config(std::string(kMinimal) +
+                                           "  resolution: 640\n"
+                                           "  caption_extension: txt\n"
+                                           "network:\n  network_dim: 16\n  network_alpha: 0\n",
+                                       "j.yaml");
+  EXPECT_EQ(c.dataset.resolution_w, 640);
+  EXPECT_EQ(c.dataset.resolution_h, 640);
+  EXPECT_EQ(c.dataset.caption_extension, ".txt");      // kohya adds the dot
+  EXPECT_DOUBLE_EQ(c.network.network_alpha, 16.0);     // kohya: alpha 0 means network_dim
+}
+
+TEST(JobConfig, UnknownKeyNamesFileLineAndChoices) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "  foo: 1\n"),
+            "job.yaml:5: unknown key 'dataset.foo' (expected one of: train_data_dir, "
+            "reg_data_dir, resolution, enable_bucket, min_bucket_reso, max_bucket_reso, "
+            "bucket_reso_steps, bucket_no_upscale, caption_extension, reg_selection)");
+  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\ntrainig:\n  seed: 1\n"),
+            "job.yaml:3: unknown key 'trainig' (expected one of: model, dataset, network, "
+            "training, output, coordinator, worker)");
+}
+
+TEST(JobConfig, WrongTypesNameKeyAndValue) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "training:\n  learning_rate: abc\n"),
+            "job.yaml:6: key 'training.learning_rate': expected a number, got 'abc'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "network:\n  network_dim: 4.5\n"),
+            "job.yaml:6: key 'network.network_dim': expected an integer, got '4.5'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "  enable_bucket: maybe\n"),
+            "job.yaml:5: key 'dataset.enable_bucket': expected true or false, got 'maybe'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "training:\n  seed: -1\n"),
+            "job.yaml:6: key 'training.seed': expected a non-negative integer, got '-1'");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "  resolution: [512, 512, 3]\n"),
+            "job.yaml:5: key 'dataset.resolution': expected an integer or a [width, height] "
+            "list of integers, got a list");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "  reg_data_dir: [a, b]\n"),
+            "job.yaml:5: key 'dataset.reg_data_dir': expected a string, got a list");
+  EXPECT_EQ(error_of("model: 3\n"),
+            "job.yaml:1: section 'model': expected a mapping of keys, got '3'");
+}
+
+TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
+  const std::string m(kMinimal);
+  EXPECT_EQ(error_of(m + "network:\n  network_dim: 0\n"),
+            "job.yaml:6: key 'network.network_dim': expected an integer >= 1, got 0");
+  EXPECT_EQ(error_of(m + "training:\n  train_batch_size: 0\n"),
+            "job.yaml:6: key 'training.train_batch_size': expected an integer >= 1, got 0");
+  EXPECT_EQ(error_of(m + "training:\n  lr_scheduler: exponential\n"),
+            "job.yaml:6: key 'training.lr_scheduler': expected one of: constant, "
+            "constant_with_warmup, linear, cosine, got 'exponential'");
+  EXPECT_NE(error_of(m + "  reg_selection: random\n")
+                .find("job.yaml:5: key 'dataset.reg_selection': expected 'first'"),
+            std::string::npos);
+  EXPECT_EQ(error_of(m + "  bucket_reso_steps: 0\n"),
+            "job.yaml:5: key 'dataset.bucket_reso_steps': expected an integer >= 1, got 0");
+  EXPECT_EQ(error_of(m + "training:\n  max_train_steps: 0\n"),
+            "job.yaml:6: key 'training.max_train_steps': expected an integer >= 1 (or "
+            "max_train_epochs > 0), got 0");
+  EXPECT_EQ(parse_job_config(m + "training:\n  max_train_steps: 0\n  max_train_epochs: 3\n", "j")
+                .training.max_train_epochs,
+            3);
+  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\n  architecture: sdxl\n"
+                     "dataset:\n  train_data_dir: d\n"),
+            "job.yaml:3: key 'model.architecture': expected one of: tiny, sd15, got 'sdxl'");
+  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\ndataset:\n  train_data_dir:\n"),
+            "job.yaml:4: key 'dataset.train_data_dir': expected a non-empty path to a folder of "
+            "<num_repeats>_<class tokens> subfolders, got nothing");
+  EXPECT_EQ(error_of("dataset:\n  train_data_dir: d\n"),
+            "job.yaml:1: key 'model.pretrained_model_name_or_path': expected a non-empty path "
+            "to a .safetensors checkpoint, got nothing");
+  EXPECT_NE(error_of(m + "  min_bucket_reso: 640\n")
+                .find("job.yaml:5: key 'dataset.min_bucket_reso': expected at most the smaller "
+                      "resolution side 512"),
+            std::string::npos);
+  EXPECT_NE(error_of(m + "worker:\n  device: tpu\n").find("job.yaml:6: key 'worker.device'"),
+            std::string::npos);
+}
+
+TEST(JobConfig, DuplicateKeyAndSyntaxErrors) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "  train_data_dir: /again\n"),
+            "job.yaml:5: duplicate key 'dataset.train_data_dir' (first set on line 4)");
+  const std::string syntax = error_of("model:\n  a: [1, 2\n  b: 3\n", "bad.yaml");
+  EXPECT_EQ(syntax.rfind("bad.yaml:", 0), 0u) << syntax;
+  EXPECT_NE(syntax.find("YAML syntax error"), std::string::npos) << syntax;
+  EXPECT_EQ(error_of("- a\n- b\n"),
+            "job.yaml:1: expected a mapping of sections (model, dataset, network, training, "
+            "output, coordinator, worker), got a list");
+}
+
+TEST(JobConfig, LoadFileResolvesAgainstWorkingDirectory) {
+  test::TempDir dir("job_config");
+  const std::string path = dir.str("job.yaml");
+  test::write_text(path, "model:\n  pretrained_model_name_or_path: m.safetensors\n"
+                         "dataset:\n  train_data_dir: ./data/../train\n");
+  const JobConfig c = load_job_config(path);
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  EXPECT_EQ(c.source_name, path);
+  EXPECT_EQ(c.model.pretrained_model_name_or_path, (cwd / "m.safetensors").string());
+  EXPECT_EQ(c.dataset.train_data_dir, (cwd / "train").string());
+  EXPECT_EQ(c.yaml_text.substr(0, 6), "model:");
+
+  const std::string missing = dir.str("nope.yaml");
+  try {
+    load_job_config(missing);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(missing + ": cannot read", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(load_job_config(dir.str("")), ConfigError);  // a directory
+}
+
+}  // namespace
+}  // namespace lf
