@@ -153,8 +153,7 @@ TEST_F(AtomicFileTest, RenameAtomicMovesFile) {
     rename_atomic(dir_ + "/missing", b);
     FAIL() << "expected std::runtime_error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(dir_ + "/missing -> " + b), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir_ + "/missing -> " + b), std::string::npos) << e.what();
   }
 }
 

@@ -120,7 +120,8 @@ TEST_F(CLIPTokenizerTest, CleanTextMatchesReference) {
             "tom & jerry <3 \xc3\xa9t\xc3\xa9 x");
   EXPECT_EQ(CLIPTokenizer::clean_text("<i>fish</i> &amp;amp;amp; chips"),
             "<i>fish</i> &amp; chips");
-  EXPECT_EQ(CLIPTokenizer::clean_text("   lots \t of\n\nwhitespace\xc2\xa0" "and\xe2\x80\x83more   "),
+  EXPECT_EQ(CLIPTokenizer::clean_text("   lots \t of\n\nwhitespace\xc2\xa0"
+                                      "and\xe2\x80\x83more   "),
             "lots of whitespace and more");
   EXPECT_EQ(CLIPTokenizer::clean_text("\xc3\x80\xc3\x89\xc3\x8e\xc3\x95\xc3\x9c \xce\xa3\xce\x9f"
                                       "\xce\xa6\xce\x9f\xce\xa3 \xc4\xb0stanbul \xe2\x85\xab "
@@ -186,7 +187,8 @@ TEST(CLIPTokenizerFile, MissingVocabNamesPath) {
     CLIPTokenizer::from_file("/nonexistent/bpe.txt.gz");
     FAIL() << "expected std::runtime_error";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "/nonexistent/bpe.txt.gz: cannot open (No such file or directory)");
+    EXPECT_EQ(std::string(e.what()),
+              "/nonexistent/bpe.txt.gz: cannot open (No such file or directory)");
   }
 }
 
@@ -201,8 +203,9 @@ TEST(CLIPTokenizerFile, ShortVocabRejected) {
     FAIL() << "expected std::runtime_error";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
-              path + ": invalid CLIP BPE vocab: has 4 lines, expected at least 48895 (header + "
-                     "merges)");
+              path +
+                  ": invalid CLIP BPE vocab: has 4 lines, expected at least 48895 (header + "
+                  "merges)");
   }
   std::remove(path.c_str());
 }

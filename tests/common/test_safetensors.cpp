@@ -84,7 +84,8 @@ class SafetensorsTest : public ::testing::Test {
   std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
     written_.push_back(path);
     return path;
   }
@@ -138,9 +139,16 @@ TEST(SafetensorsRead, ReferenceFileContents) {
     EXPECT_EQ(f.data_size(), 87u);
     ASSERT_EQ(f.tensors().size(), 10u);
     // File-offset order = the reference writer's order.
-    const char* order[] = {"step", "d", "empty", "lora_unet_mid.alpha",
-                           "lora_unet_mid.lora_down.weight", "i", "lora_te_x.lora_down.weight",
-                           "lora_unet_mid.lora_up.weight", "bytes", "mask"};
+    const char* order[] = {"step",
+                           "d",
+                           "empty",
+                           "lora_unet_mid.alpha",
+                           "lora_unet_mid.lora_down.weight",
+                           "i",
+                           "lora_te_x.lora_down.weight",
+                           "lora_unet_mid.lora_up.weight",
+                           "bytes",
+                           "mask"};
     for (size_t k = 0; k < 10; ++k) EXPECT_EQ(f.tensors()[k].name, order[k]);
 
     const TensorInfo* alpha = f.find("lora_unet_mid.alpha");
@@ -316,51 +324,45 @@ TEST_F(SafetensorsTest, RejectsTrailingBytes) {
 }
 
 TEST_F(SafetensorsTest, RejectsOverlappingOffsets) {
-  expect_invalid(
-      write_raw("overlap.safetensors",
-                "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
-                12),
-      "entry \"b\" begins at 4 inside the previous tensor (expected 8)");
+  expect_invalid(write_raw("overlap.safetensors",
+                           "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                           12),
+                 "entry \"b\" begins at 4 inside the previous tensor (expected 8)");
 }
 
 TEST_F(SafetensorsTest, RejectsHole) {
-  expect_invalid(
-      write_raw("hole.safetensors",
-                "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]}}", 4),
-      "entry \"a\" begins at 2 leaving a hole (expected 0)");
+  expect_invalid(write_raw("hole.safetensors",
+                           "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]}}", 4),
+                 "entry \"a\" begins at 2 leaving a hole (expected 0)");
 }
 
 TEST_F(SafetensorsTest, RejectsBadDType) {
-  expect_invalid(
-      write_raw("dtype.safetensors",
-                "{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4),
-      "entry \"a\": unknown safetensors dtype 'F33'");
+  expect_invalid(write_raw("dtype.safetensors",
+                           "{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4),
+                 "entry \"a\": unknown safetensors dtype 'F33'");
 }
 
 TEST_F(SafetensorsTest, RejectsSizeMismatch) {
-  expect_invalid(
-      write_raw("size.safetensors",
-                "{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4),
-      "entry \"a\": data_offsets span 4 bytes, expected 6");
+  expect_invalid(write_raw("size.safetensors",
+                           "{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4),
+                 "entry \"a\": data_offsets span 4 bytes, expected 6");
 }
 
 TEST_F(SafetensorsTest, RejectsShapeOverflow) {
-  expect_invalid(
-      write_raw("ovf.safetensors",
-                "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
-                "\"data_offsets\":[0,0]}}",
-                0),
-      "entry \"a\": shape size overflows");
+  expect_invalid(write_raw("ovf.safetensors",
+                           "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],"
+                           "\"data_offsets\":[0,0]}}",
+                           0),
+                 "entry \"a\": shape size overflows");
 }
 
 TEST_F(SafetensorsTest, RejectsDuplicateKeys) {
-  expect_invalid(
-      write_raw("dup.safetensors",
-                "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
-                2),
-      "duplicate key \"a\"");
+  expect_invalid(write_raw("dup.safetensors",
+                           "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                           "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                           2),
+                 "duplicate key \"a\"");
 }
 
 TEST_F(SafetensorsTest, RejectsNonStringMetadata) {
@@ -375,10 +377,9 @@ TEST_F(SafetensorsTest, RejectsMalformedHeaders) {
   expect_invalid(write_raw("json.safetensors", "{\"a\":", 0), "header is not valid JSON");
   expect_invalid(write_raw("missing.safetensors", "{\"a\":{\"dtype\":\"U8\",\"shape\":[0]}}", 0),
                  "entry \"a\" lacks dtype, shape or data_offsets");
-  expect_invalid(
-      write_raw("neg.safetensors",
-                "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0),
-      "shape holds a value that is not a non-negative integer");
+  expect_invalid(write_raw("neg.safetensors",
+                           "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0),
+                 "shape holds a value that is not a non-negative integer");
 }
 
 }  // namespace
