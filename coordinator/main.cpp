@@ -1,0 +1,59 @@
+// lorafleet-coordinator: parses flags, loads the job config and hands over to run_coordinator.
+// Any error becomes one line "lorafleet-coordinator: error: <what>" and exit code 1.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "common/config/job_config.h"
+#include "common/util/log.h"
+#include "coordinator/server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lorafleet coordinator: plans the job and tracks the workers"};
+  std::string config_path;
+  std::string listen;
+  std::string metrics;
+  int world_size = 0;
+  int linger_seconds = -1;
+  double registration_timeout = 300.0;
+  app.add_option("--config", config_path, "job config YAML")->required();
+  auto* listen_opt =
+      app.add_option("--listen", listen, "gRPC HOST:PORT (overrides coordinator.listen_address)");
+  auto* metrics_opt = app.add_option(
+      "--metrics", metrics, "/metrics HOST:PORT, \"\" disables (overrides metrics_address)");
+  app.add_option("--world-size", world_size, "number of ranks (default: from the first Register)")
+      ->check(CLI::Range(1, 65536));
+  auto* linger_opt = app.add_option("--linger-seconds", linger_seconds,
+                                    "keep serving after the job ends (overrides linger_seconds)")
+                         ->check(CLI::Range(0, 7 * 24 * 3600));
+  app.add_option("--registration-timeout", registration_timeout,
+                 "seconds a Register waits for the other ranks")
+      ->check(CLI::Range(0.001, 7 * 24 * 3600.0));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "lorafleet-coordinator: error: " << e.what() << " (see --help)" << std::endl;
+    return 1;
+  }
+
+  try {
+    lf::set_log_role("coordinator");
+    const lf::JobConfig config = lf::load_job_config(config_path);
+    lf::CoordinatorOptions options;
+    if (*listen_opt) options.listen_address = listen;
+    if (*metrics_opt) options.metrics_address = metrics;
+    if (*linger_opt) options.linger_seconds = linger_seconds;
+    options.world_size = world_size;
+    options.service.registration_timeout =
+        std::chrono::milliseconds(static_cast<long long>(registration_timeout * 1000.0));
+    return lf::run_coordinator(config, options);
+  } catch (const std::exception& e) {
+    std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
+    return 1;
+  }
+}

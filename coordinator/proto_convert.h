@@ -1,0 +1,25 @@
+// Translation between lorafleet's plain data types (Dataset, EpochPlan) and the
+// lorafleet.v1 protobuf messages the coordinator serves. Kept apart from the service so the
+// mapping is tested on its own and reusable by any client that already links protobuf.
+#pragma once
+
+#include "common/data/dataset.h"
+#include "common/data/epoch_plan.h"
+#include "lorafleet/v1/coordinator.pb.h"
+
+namespace lf {
+
+// Fills `out` (cleared first) with every image of `dataset`, its bucket and resize target, the
+// predefined bucket list and the sample counts. Pure; never throws except std::bad_alloc.
+void to_proto(const Dataset& dataset, lorafleet::v1::DatasetManifest* out);
+
+// Fills `out` (cleared first) with the plan's batches in order, its reg_indices and the
+// per-rank train_batch_size. Pure; never throws except std::bad_alloc.
+void to_proto(const EpochPlan& plan, int train_batch_size, lorafleet::v1::EpochPlan* out);
+
+// Inverse mappings. Fields the manifest does not carry (subset, num_repeats, ar_error, the
+// subset list, warnings) are left at their defaults.
+Dataset dataset_from_proto(const lorafleet::v1::DatasetManifest& manifest);
+EpochPlan epoch_plan_from_proto(const lorafleet::v1::EpochPlan& plan);
+
+}  // namespace lf

@@ -1,0 +1,161 @@
+// CoordinatorServer and run_coordinator: wiring of job, service, gRPC server and /metrics, plus
+// the process lifecycle (signals, final metrics snapshot, linger). Bound ports are read back
+// from gRPC and the exposer so "port 0" (tests, shared hosts) works.
+#include "coordinator/server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "common/io/atomic_file.h"
+#include "common/metrics/exposer.h"
+#include "common/util/log.h"
+
+namespace lf {
+
+static std::string with_port(const std::string& address, int port) {
+  const std::size_t colon = address.rfind(':');
+  const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  return host + ":" + std::to_string(port);
+}
+
+CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorOptions& options)
+    : config_(config) {
+  listen_address_ = options.listen_address.value_or(config_.coordinator.listen_address);
+  metrics_address_ = options.metrics_address.value_or(config_.coordinator.metrics_address);
+  if (listen_address_.empty()) {
+    throw std::invalid_argument(
+        "coordinator.listen_address: expected host:port (e.g. 127.0.0.1:50051), got \"\"");
+  }
+  if (options.world_size < 0) {
+    throw std::invalid_argument("--world-size: expected an integer >= 1, got " +
+                                std::to_string(options.world_size));
+  }
+  ServiceOptions service_options = options.service;
+  service_options.world_size = options.world_size;
+  job_ = std::make_unique<CoordinatorJob>(config_);
+  metrics_ = std::make_unique<CoordinatorMetrics>();
+  service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options);
+}
+
+CoordinatorServer::~CoordinatorServer() { shutdown(); }
+
+void CoordinatorServer::start() {
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  // Without this, gRPC sets SO_REUSEPORT and a second coordinator would share the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(listen_address_, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || selected_port == 0) {
+    server_.reset();
+    throw std::runtime_error("cannot listen on " + listen_address_ +
+                             " (coordinator.listen_address / --listen): expected a free, "
+                             "bindable host:port");
+  }
+  port_ = selected_port;
+  if (!metrics_address_.empty()) {
+    try {
+      exposer_ = std::make_unique<metrics::Exposer>(metrics_address_);
+    } catch (const std::exception& e) {
+      server_->Shutdown();
+      server_.reset();
+      throw std::runtime_error(std::string("coordinator.metrics_address / --metrics: ") +
+                               e.what());
+    }
+    exposer_->RegisterCollectable(metrics_->registry());
+  }
+}
+
+int CoordinatorServer::metrics_port() const { return exposer_ ? exposer_->port() : 0; }
+
+std::string CoordinatorServer::address() const { return with_port(listen_address_, port_); }
+
+std::string CoordinatorServer::write_metrics_snapshot() const {
+  const std::filesystem::path dir = std::filesystem::path(config_.output.output_dir) / "metrics";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw std::runtime_error("cannot create " + dir.string() + " (output.output_dir): " +
+                             ec.message());
+  }
+  const std::string path = (dir / "coordinator.prom").string();
+  write_file_atomic(path, metrics_->serialize());
+  return path;
+}
+
+void CoordinatorServer::shutdown(std::chrono::milliseconds grace) {
+  if (stopped_) return;
+  stopped_ = true;
+  service_->shutdown();  // wakes blocked Register calls first, so Shutdown need not wait on them
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_->Wait();
+    server_.reset();
+  }
+  exposer_.reset();
+}
+
+// ---- run_coordinator ---------------------------------------------------------------------
+
+static std::atomic<int> g_signal{0};
+
+extern "C" void lf_coordinator_on_signal(int sig) { g_signal.store(sig); }
+
+int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) {
+  CoordinatorServer server(config, options);
+  server.start();
+  LF_INFO("serving lorafleet.v1.Coordinator on " << server.address() << " (job config "
+                                                 << config.source_name << ")");
+  if (server.metrics_port() > 0) {
+    LF_INFO("serving /metrics on http://" << with_port(
+                options.metrics_address.value_or(config.coordinator.metrics_address),
+                server.metrics_port())
+                                          << "/metrics");
+  } else {
+    LF_INFO("/metrics disabled (coordinator.metrics_address is empty)");
+  }
+
+  g_signal.store(0);
+  auto old_int = std::signal(SIGINT, lf_coordinator_on_signal);
+  auto old_term = std::signal(SIGTERM, lf_coordinator_on_signal);
+  int exit_code = 1;
+  while (true) {
+    if (std::optional<int> code = server.wait_for(std::chrono::milliseconds(200))) {
+      exit_code = *code;
+      break;
+    }
+    if (int sig = g_signal.load(); sig != 0) {
+      LF_WARN("received signal " << sig << ": stopping the job");
+      server.service().shutdown();
+      exit_code = 1;
+      break;
+    }
+  }
+
+  try {
+    LF_INFO("final metrics written to " << server.write_metrics_snapshot());
+  } catch (const std::exception& e) {
+    LF_ERROR("cannot write the final metrics snapshot: " << e.what());
+  }
+  const int linger = options.linger_seconds.value_or(config.coordinator.linger_seconds);
+  if (linger > 0 && g_signal.load() == 0) {
+    LF_INFO("lingering " << linger << " s before shutdown");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(linger);
+    while (std::chrono::steady_clock::now() < until && g_signal.load() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  server.shutdown();
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+  LF_INFO("coordinator exiting with code " << exit_code);
+  return exit_code;
+}
+
+}  // namespace lf

@@ -1,0 +1,86 @@
+// The coordinator process: gRPC server + /metrics exposer around one CoordinatorJob, and
+// run_coordinator(), the whole lifetime of lorafleet-coordinator (serve, wait for the workers,
+// snapshot the metrics, linger, shut down). CoordinatorServer lets tests run it in-process.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/config/job_config.h"
+#include "coordinator/service.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace lf {
+namespace metrics {
+class Exposer;
+}
+
+struct CoordinatorOptions {
+  // Override coordinator.listen_address / coordinator.metrics_address ("" disables /metrics).
+  std::optional<std::string> listen_address;
+  std::optional<std::string> metrics_address;
+  // > 0: fixed world_size; 0: taken from the first Register.
+  int world_size = 0;
+  // Overrides coordinator.linger_seconds.
+  std::optional<int> linger_seconds;
+  // Registration barrier, liveness and failure handling (see ServiceOptions).
+  ServiceOptions service;
+};
+
+class CoordinatorServer {
+ public:
+  // Scans the dataset and prepares the service; binds nothing yet. Throws DatasetError,
+  // std::invalid_argument (options, schedule) naming the file, key or value.
+  CoordinatorServer(const JobConfig& config, const CoordinatorOptions& options);
+  ~CoordinatorServer();  // shutdown()
+
+  // Binds and starts serving gRPC on the listen address and /metrics on the metrics address
+  // (when non-empty). Throws std::runtime_error "cannot listen on <addr> (<key>)..." when a
+  // bind fails. Not thread-safe; call once.
+  void start();
+  // Bound ports (useful with port 0); 0 before start() or when /metrics is disabled.
+  int port() const { return port_; }
+  int metrics_port() const;
+  // "host:port" with the bound port substituted.
+  std::string address() const;
+
+  // Blocks until the job is done; returns the exit code (0: all ranks finished ok).
+  int wait() { return service_->wait_until_done(); }
+  std::optional<int> wait_for(std::chrono::milliseconds timeout) {
+    return service_->wait_until_done_for(timeout);
+  }
+  // Writes the current /metrics text to <output_dir>/metrics/coordinator.prom atomically and
+  // returns the path. Throws std::runtime_error naming the path on failure.
+  std::string write_metrics_snapshot() const;
+  // Stops accepting RPCs (in-flight ones get up to `grace` to finish; blocked Register calls
+  // return UNAVAILABLE) and stops /metrics. Idempotent.
+  void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(2));
+
+  CoordinatorService& service() { return *service_; }
+  CoordinatorMetrics& metrics() { return *metrics_; }
+  const CoordinatorJob& job() const { return *job_; }
+
+ private:
+  JobConfig config_;
+  std::string listen_address_;
+  std::string metrics_address_;
+  std::unique_ptr<CoordinatorJob> job_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<metrics::Exposer> exposer_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+// The whole coordinator run: start, log both bound addresses, wait for the job (SIGINT/SIGTERM
+// end it early with exit code 1), write the final metrics snapshot, linger, shut down.
+// Returns the process exit code. Throws (bind failure, dataset errors) for the caller to print.
+int run_coordinator(const JobConfig& config, const CoordinatorOptions& options);
+
+}  // namespace lf

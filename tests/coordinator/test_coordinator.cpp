@@ -1,0 +1,645 @@
+// Coordinator tests: proto conversion, the job schedule, and the gRPC service end to end
+// in-process (2 client threads as ranks 0 and 1, /metrics over HTTP, promtool lint), on a tiny
+// kohya-style dataset copied from scikit-image's sample photos.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config/job_config.h"
+#include "common/data/epoch_plan.h"
+#include "coordinator/job.h"
+#include "coordinator/proto_convert.h"
+#include "coordinator/server.h"
+#include "lorafleet/v1/coordinator.grpc.pb.h"
+
+namespace fs = std::filesystem;
+namespace pb = lorafleet::v1;
+
+namespace lf {
+namespace {
+
+const char* kPhotos = LF_SOURCE_DIR "/.deps/skimage/usr/lib/python3/dist-packages/skimage/data";
+
+void copy_image(const std::string& name, const fs::path& dir, const std::string& caption) {
+  fs::create_directories(dir);
+  const cv::Mat img = cv::imread(std::string(kPhotos) + "/" + name, cv::IMREAD_UNCHANGED);
+  ASSERT_FALSE(img.empty()) << "cannot read sample photo " << name;
+  const fs::path stem = dir / fs::path(name).stem();
+  ASSERT_TRUE(cv::imwrite(stem.string() + ".png", img));
+  if (!caption.empty()) std::ofstream(stem.string() + ".txt") << caption << "\n";
+}
+
+// The tiny dataset, built once: train/2_photo (3 colour photos with captions) and reg/1_grey
+// (3 grey photos, no captions).
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/lf_coordinator_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = new fs::path(tmpl);
+    copy_image("astronaut.png", *root_ / "train/2_photo", "a photo of sks astronaut");
+    copy_image("chelsea.png", *root_ / "train/2_photo", "a photo of sks cat");
+    copy_image("coffee.png", *root_ / "train/2_photo", "a photo of sks coffee");
+    copy_image("camera.png", *root_ / "reg/1_grey", "");
+    copy_image("moon.png", *root_ / "reg/1_grey", "");
+    copy_image("coins.png", *root_ / "reg/1_grey", "");
+    // The coordinator only checks that these exist; workers load them.
+    std::ofstream(*root_ / "model.safetensors") << "placeholder";
+    std::ofstream(*root_ / "vocab.txt.gz") << "placeholder";
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*root_, ec);
+    delete root_;
+    root_ = nullptr;
+  }
+
+  static std::string yaml(const std::string& training_extra = "") {
+    const std::string r = root_->string();
+    return "model:\n"
+           "  pretrained_model_name_or_path: " + r + "/model.safetensors\n"
+           "  tokenizer_vocab: " + r + "/vocab.txt.gz\n"
+           "dataset:\n"
+           "  train_data_dir: " + r + "/train\n"
+           "  reg_data_dir: " + r + "/reg\n"
+           "  resolution: 256\n"
+           "  min_bucket_reso: 128\n"
+           "  max_bucket_reso: 512\n"
+           "  bucket_reso_steps: 64\n"
+           "training:\n"
+           "  seed: 1234\n"
+           "  train_batch_size: 1\n"
+           "  prior_loss_weight: 0.5\n" +
+           (training_extra.empty() ? "  max_train_steps: 10\n" : training_extra) +
+           "output:\n"
+           "  output_dir: " + r + "/out\n"
+           "coordinator:\n"
+           "  listen_address: 127.0.0.1:0\n"
+           "  metrics_address: 127.0.0.1:0\n";
+  }
+  static JobConfig config(const std::string& training_extra = "") {
+    return parse_job_config(yaml(training_extra), "test.yaml");
+  }
+  static CoordinatorOptions fast_options() {
+    CoordinatorOptions o;
+    o.service.registration_timeout = std::chrono::seconds(20);
+    o.service.tick = std::chrono::milliseconds(50);
+    o.service.failure_grace = std::chrono::seconds(20);
+    return o;
+  }
+
+  static fs::path* root_;
+};
+fs::path* CoordinatorTest::root_ = nullptr;
+
+std::unique_ptr<pb::Coordinator::Stub> stub_for(const std::string& address) {
+  return pb::Coordinator::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+void set_deadline(grpc::ClientContext* ctx, int seconds) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+}
+
+grpc::Status do_register(pb::Coordinator::Stub& stub, int rank, int world_size,
+                         pb::RegisterResponse* out, int deadline_s = 20) {
+  pb::RegisterRequest req;
+  req.set_rank(rank);
+  req.set_world_size(world_size);
+  req.set_hostname("testhost");
+  req.set_pid(1000 + rank);
+  req.set_device("cpu");
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, deadline_s);
+  return stub.Register(&ctx, req, out);
+}
+
+// Value of the unlabelled sample `name` in Prometheus text; NaN when absent.
+double metric_value(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return std::nan("");
+}
+
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  std::array<char, 512> buf{};
+  while (fgets(buf.data(), buf.size(), p) != nullptr) out += buf.data();
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// ---- proto conversion --------------------------------------------------------------------
+
+TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
+  Dataset d;
+  ImageRecord a;
+  a.index = 0;
+  a.path = "/data/train/2_photo/a.png";
+  a.caption = "a photo of sks";
+  a.width = 600;
+  a.height = 400;
+  a.bucket.bucket = {320, 192};
+  a.bucket.resized_width = 320;
+  a.bucket.resized_height = 213;
+  ImageRecord b = a;
+  b.index = 1;
+  b.path = "/data/reg/1_grey/b.png";
+  b.is_reg = true;
+  d.images = {a, b};
+  d.predefined_buckets = {{192, 320}, {256, 256}, {320, 192}};
+  d.num_train_samples = 2;
+  d.num_reg_samples_raw = 1;
+
+  pb::DatasetManifest m;
+  to_proto(d, &m);
+  ASSERT_EQ(m.images_size(), 2);
+  EXPECT_EQ(m.images(1).path(), "/data/reg/1_grey/b.png");
+  EXPECT_TRUE(m.images(1).is_reg());
+  EXPECT_EQ(m.images(0).bucket().width(), 320);
+  EXPECT_EQ(m.images(0).resized_height(), 213);
+  EXPECT_EQ(m.buckets_size(), 3);
+  const Dataset back = dataset_from_proto(m);
+  ASSERT_EQ(back.images.size(), 2u);
+  EXPECT_EQ(back.images[0].caption, "a photo of sks");
+  EXPECT_EQ(back.images[0].bucket.bucket, (BucketReso{320, 192}));
+  EXPECT_EQ(back.images[1].is_reg, true);
+  EXPECT_EQ(back.predefined_buckets, d.predefined_buckets);
+  EXPECT_EQ(back.num_train_samples, 2);
+  EXPECT_EQ(back.num_reg_samples_raw, 1);
+
+  EpochPlan plan;
+  plan.epoch = 3;
+  plan.batches = {{{320, 192}, {{0, 1.0f}, {1, 0.5f}}}, {{256, 256}, {{1, 0.5f}}}};
+  plan.reg_indices = {1, 1};
+  pb::EpochPlan pp;
+  to_proto(plan, 2, &pp);
+  EXPECT_EQ(pp.epoch(), 3);
+  EXPECT_EQ(pp.train_batch_size(), 2);
+  ASSERT_EQ(pp.batches_size(), 2);
+  EXPECT_FLOAT_EQ(pp.batches(0).samples(1).loss_weight(), 0.5f);
+  const EpochPlan plan_back = epoch_plan_from_proto(pp);
+  ASSERT_EQ(plan_back.batches.size(), 2u);
+  EXPECT_EQ(plan_back.batches[1].bucket, (BucketReso{256, 256}));
+  EXPECT_EQ(plan_back.batches[0].samples[1].image_index, 1);
+  EXPECT_EQ(plan_back.reg_indices, (std::vector<int>{1, 1}));
+}
+
+// ---- job schedule ------------------------------------------------------------------------
+
+TEST_F(CoordinatorTest, ScheduleFromMaxTrainSteps) {
+  CoordinatorJob job(config());
+  EXPECT_EQ(job.dataset().num_train_samples, 6);  // 3 images x 2 repeats
+  EXPECT_EQ(job.dataset().num_reg_samples_raw, 3);
+  EXPECT_FALSE(job.has_schedule());
+  const JobSchedule s = job.set_world_size(2);
+  const EpochPlan p0 = build_epoch_plan(job.dataset(), job.plan_options(2), 0);
+  EXPECT_EQ(s.steps_per_epoch, static_cast<int>(p0.batches.size()));
+  ASSERT_GT(s.steps_per_epoch, 0);
+  EXPECT_EQ(s.max_train_steps, 10);
+  EXPECT_EQ(s.num_epochs, (10 + s.steps_per_epoch - 1) / s.steps_per_epoch);
+  EXPECT_EQ(job.plan_options(2).seed, 1234u);
+  EXPECT_DOUBLE_EQ(job.plan_options(2).prior_loss_weight, 0.5);
+  EXPECT_THROW(job.epoch_plan(s.num_epochs), std::out_of_range);
+  EXPECT_THROW(job.epoch_plan(-1), std::out_of_range);
+  EXPECT_THROW(job.set_world_size(0), std::invalid_argument);
+}
+
+TEST_F(CoordinatorTest, ScheduleFromMaxTrainEpochs) {
+  CoordinatorJob job(config("  max_train_steps: 1\n  max_train_epochs: 3\n"));
+  const JobSchedule s = job.set_world_size(1);
+  EXPECT_EQ(s.num_epochs, 3);
+  EXPECT_EQ(s.max_train_steps, 3LL * s.steps_per_epoch);
+  // Cached plans equal freshly built ones, for every epoch.
+  for (int e = 0; e < 3; ++e) {
+    const EpochPlan fresh = build_epoch_plan(job.dataset(), job.plan_options(1), e);
+    const auto cached = job.epoch_plan(e);
+    ASSERT_EQ(cached->batches.size(), fresh.batches.size());
+    EXPECT_EQ(cached->reg_indices, fresh.reg_indices);
+  }
+}
+
+// ---- the service end to end --------------------------------------------------------------
+
+TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
+  const JobConfig cfg = config();
+  CoordinatorServer server(cfg, fast_options());
+  server.start();
+  ASSERT_GT(server.port(), 0);
+  ASSERT_GT(server.metrics_port(), 0);
+  const std::string address = server.address();
+  EXPECT_EQ(address, "127.0.0.1:" + std::to_string(server.port()));
+  auto stub = stub_for(address);
+
+  // Plans are refused until every rank has registered.
+  {
+    pb::GetEpochPlanRequest req;
+    req.set_epoch(0);
+    pb::EpochPlan plan;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    EXPECT_EQ(stub->GetEpochPlan(&ctx, req, &plan).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+
+  pb::RegisterResponse resp[2];
+  grpc::Status st[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto s = stub_for(address);
+      st[r] = do_register(*s, r, 2, &resp[r]);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(st[0].ok()) << st[0].error_message();
+  ASSERT_TRUE(st[1].ok()) << st[1].error_message();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(resp[r].rank(), r);
+    EXPECT_EQ(resp[r].world_size(), 2);
+    EXPECT_EQ(resp[r].shared_seed(), 1234u);
+    EXPECT_EQ(resp[r].job_config_yaml(), cfg.yaml_text);
+    EXPECT_EQ(resp[r].job_config_name(), "test.yaml");
+    EXPECT_EQ(resp[r].base_dir(), fs::current_path().string());
+    EXPECT_EQ(resp[r].max_train_steps(), 10);
+    EXPECT_EQ(resp[r].generation(), 1u);
+  }
+  const JobSchedule sched = server.job().schedule();
+  EXPECT_EQ(resp[0].num_epochs(), sched.num_epochs);
+
+  // A third worker with another world_size is refused, naming both values.
+  {
+    pb::RegisterResponse r;
+    const grpc::Status s = do_register(*stub, 1, 3, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.error_message().find("world_size 3"), std::string::npos) << s.error_message();
+    EXPECT_NE(s.error_message().find("world_size is 2"), std::string::npos) << s.error_message();
+  }
+  // The same rank again while alive is refused.
+  {
+    pb::RegisterResponse r;
+    EXPECT_EQ(do_register(*stub, 0, 2, &r).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  }
+
+  // Dataset manifest.
+  {
+    pb::DatasetManifest m;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->GetDataset(&ctx, pb::GetDatasetRequest(), &m).ok());
+    EXPECT_EQ(m.images_size(), 6);
+    EXPECT_EQ(m.num_train_samples(), 6);
+    EXPECT_EQ(m.num_reg_samples_raw(), 3);
+    int reg = 0;
+    for (const auto& e : m.images()) reg += e.is_reg() ? 1 : 0;
+    EXPECT_EQ(reg, 3);
+    EXPECT_EQ(m.images(0).caption(), "a photo of sks astronaut");
+    EXPECT_GT(m.buckets_size(), 0);
+  }
+
+  // Epoch 0 equals the plan computed locally.
+  {
+    pb::GetEpochPlanRequest req;
+    req.set_epoch(0);
+    pb::EpochPlan plan;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->GetEpochPlan(&ctx, req, &plan).ok());
+    const EpochPlan local =
+        build_epoch_plan(server.job().dataset(), server.job().plan_options(2), 0);
+    EXPECT_EQ(plan.epoch(), 0);
+    EXPECT_EQ(plan.train_batch_size(), 1);
+    ASSERT_EQ(plan.batches_size(), static_cast<int>(local.batches.size()));
+    for (int b = 0; b < plan.batches_size(); ++b) {
+      EXPECT_EQ(plan.batches(b).bucket().width(), local.batches[b].bucket.width);
+      EXPECT_EQ(plan.batches(b).bucket().height(), local.batches[b].bucket.height);
+      ASSERT_EQ(plan.batches(b).samples_size(), static_cast<int>(local.batches[b].samples.size()));
+      for (int i = 0; i < plan.batches(b).samples_size(); ++i) {
+        EXPECT_EQ(plan.batches(b).samples(i).image_index(),
+                  local.batches[b].samples[i].image_index);
+        EXPECT_FLOAT_EQ(plan.batches(b).samples(i).loss_weight(),
+                        local.batches[b].samples[i].loss_weight);
+      }
+    }
+    EXPECT_EQ(std::vector<int>(plan.reg_indices().begin(), plan.reg_indices().end()),
+              local.reg_indices);
+  }
+  // Epochs outside [0, num_epochs) are invalid.
+  for (int bad : {-1, sched.num_epochs}) {
+    pb::GetEpochPlanRequest req;
+    req.set_epoch(bad);
+    pb::EpochPlan plan;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    EXPECT_EQ(stub->GetEpochPlan(&ctx, req, &plan).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << "epoch " << bad;
+  }
+
+  // Progress from both ranks shows up on /metrics.
+  for (int r = 0; r < 2; ++r) {
+    pb::ProgressReport rep;
+    rep.set_rank(r);
+    rep.set_global_step(7);
+    rep.set_epoch(1);
+    rep.set_loss(0.125);
+    rep.set_learning_rate(1e-4);
+    rep.set_samples(14);
+    rep.set_samples_per_second(2.5 + r);
+    rep.mutable_timings()->set_step_seconds(0.4);
+    pb::ProgressAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->ReportProgress(&ctx, rep, &ack).ok());
+    EXPECT_FALSE(ack.stop());
+  }
+  httplib::Client http("127.0.0.1", server.metrics_port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "GET /metrics failed";
+  ASSERT_EQ(res->status, 200);
+  const std::string body = res->body;
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_global_step"), 7.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_epoch"), 1.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_loss"), 0.125);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_samples_per_second"), 6.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_samples_total"), 28.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_workers_registered"), 2.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_workers_alive"), 2.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_world_size"), 2.0);
+  EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_job_max_train_steps"), 10.0);
+  EXPECT_NE(body.find("lorafleet_worker_global_step{rank=\"1\"} 7"), std::string::npos) << body;
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    const fs::path file = *root_ / "metrics.txt";
+    std::ofstream(file) << body;
+    const auto [rc, out] = run_command("promtool check metrics < " + file.string());
+    EXPECT_EQ(rc, 0) << out << "\n" << body;
+  }
+
+  // Checkpoint: committed once both ranks reported the step.
+  auto commit = [&](int rank, std::int64_t step) {
+    pb::CheckpointReport rep;
+    rep.set_rank(rank);
+    rep.set_global_step(step);
+    rep.set_path("/out/lora-step" + std::to_string(step) + ".safetensors");
+    pb::CheckpointAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    EXPECT_TRUE(stub->CommitCheckpoint(&ctx, rep, &ack).ok());
+    return ack.committed();
+  };
+  EXPECT_FALSE(commit(1, 5));
+  EXPECT_EQ(server.service().last_committed_step(), -1);
+  EXPECT_TRUE(commit(0, 5));
+  EXPECT_TRUE(commit(1, 5));  // a retry after the commit
+  EXPECT_EQ(server.service().last_committed_step(), 5);
+  EXPECT_DOUBLE_EQ(metric_value(server.metrics().serialize(),
+                                "lorafleet_checkpoints_committed_total"),
+                   1.0);
+
+  // Finish from both ranks ends the job with exit code 0.
+  EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
+  for (int r = 0; r < 2; ++r) {
+    pb::FinishRequest req;
+    req.set_rank(r);
+    req.set_global_step(10);
+    req.set_ok(true);
+    pb::FinishAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->Finish(&ctx, req, &ack).ok());
+  }
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+
+  const std::string snapshot = server.write_metrics_snapshot();
+  EXPECT_EQ(snapshot, (*root_ / "out/metrics/coordinator.prom").string());
+  std::ifstream in(snapshot);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_workers_alive"), 0.0);
+  EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_workers_finished"), 2.0);
+  server.shutdown();
+}
+
+TEST_F(CoordinatorTest, FailedRankMakesExitCodeOneAndAsksOthersToStop) {
+  CoordinatorOptions o = fast_options();
+  o.world_size = 2;  // fixed up front
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  EXPECT_EQ(server.metrics_port(), 0);
+  auto stub = stub_for(server.address());
+  {
+    pb::RegisterResponse r;  // a mismatch is refused even before anyone registered
+    EXPECT_EQ(do_register(*stub, 0, 3, &r).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(do_register(*stub, 2, 2, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  std::thread other([&] {
+    pb::RegisterResponse r;
+    auto s = stub_for(server.address());
+    EXPECT_TRUE(do_register(*s, 1, 2, &r).ok());
+  });
+  pb::RegisterResponse r0;
+  ASSERT_TRUE(do_register(*stub, 0, 2, &r0).ok());
+  other.join();
+
+  pb::FinishRequest fail;
+  fail.set_rank(1);
+  fail.set_global_step(3);
+  fail.set_ok(false);
+  fail.set_error("CUDA out of memory");
+  {
+    pb::FinishAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->Finish(&ctx, fail, &ack).ok());
+  }
+  {
+    pb::ProgressReport rep;
+    rep.set_rank(0);
+    rep.set_global_step(4);
+    pb::ProgressAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->ReportProgress(&ctx, rep, &ack).ok());
+    EXPECT_TRUE(ack.stop());
+  }
+  EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
+  {
+    pb::FinishRequest req;
+    req.set_rank(0);
+    req.set_global_step(4);
+    req.set_ok(true);
+    pb::FinishAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->Finish(&ctx, req, &ack).ok());
+  }
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+}
+
+TEST_F(CoordinatorTest, RegistrationTimesOutAndWithdrawsTheRank) {
+  CoordinatorOptions o = fast_options();
+  o.service.registration_timeout = std::chrono::milliseconds(300);
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  auto stub = stub_for(server.address());
+  pb::RegisterResponse r;
+  const grpc::Status s = do_register(*stub, 0, 2, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(s.error_message().find("missing ranks: 1"), std::string::npos) << s.error_message();
+  EXPECT_EQ(server.service().registered_count(), 0);
+  // world_size was withdrawn too: a retry with another world_size is accepted.
+  EXPECT_TRUE(do_register(*stub, 0, 1, &r).ok());
+  EXPECT_EQ(r.world_size(), 1);
+}
+
+TEST_F(CoordinatorTest, ShutdownReleasesBlockedRegister) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  auto server = std::make_unique<CoordinatorServer>(config(), o);
+  server->start();
+  const std::string address = server->address();
+  grpc::Status s;
+  std::thread waiting([&] {
+    auto stub = stub_for(address);
+    pb::RegisterResponse r;
+    s = do_register(*stub, 0, 2, &r);
+  });
+  while (server->service().registered_count() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    auto stub = stub_for(address);
+    pb::RegisterResponse r;
+    EXPECT_EQ(do_register(*stub, 0, 2, &r).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  server->shutdown();
+  waiting.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(CoordinatorTest, BindFailureNamesTheAddress) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  CoordinatorServer first(config(), o);
+  first.start();
+  o.listen_address = first.address();
+  CoordinatorServer second(config(), o);
+  try {
+    second.start();
+    FAIL() << "second server bound " << first.address() << " too";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(first.address()), std::string::npos) << e.what();
+  }
+}
+
+// A free TCP port on 127.0.0.1 (bound and released; fine for a test).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
+TEST_F(CoordinatorTest, RunCoordinatorEndsWhenTheOnlyRankFinishes) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const JobConfig cfg = config();
+  CoordinatorOptions o = fast_options();
+  o.listen_address = "127.0.0.1:" + std::to_string(port);
+  o.metrics_address = "127.0.0.1:0";
+  o.world_size = 1;
+  o.linger_seconds = 0;
+  const fs::path snapshot = *root_ / "out/metrics/coordinator.prom";
+  std::error_code ec;
+  fs::remove(snapshot, ec);
+  int rc = -1;
+  std::thread coordinator([&] { rc = run_coordinator(cfg, o); });
+
+  auto stub = stub_for(*o.listen_address);
+  pb::RegisterRequest req;
+  req.set_rank(0);
+  req.set_world_size(1);
+  pb::RegisterResponse resp;
+  {
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 20);
+    ctx.set_wait_for_ready(true);  // the server may still be scanning the dataset
+    ASSERT_TRUE(stub->Register(&ctx, req, &resp).ok());
+  }
+  EXPECT_EQ(resp.max_train_steps(), 10);
+  {
+    pb::ProgressReport rep;
+    rep.set_rank(0);
+    rep.set_global_step(10);
+    pb::ProgressAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->ReportProgress(&ctx, rep, &ack).ok());
+  }
+  {
+    pb::FinishRequest fin;
+    fin.set_rank(0);
+    fin.set_global_step(10);
+    fin.set_ok(true);
+    pb::FinishAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    ASSERT_TRUE(stub->Finish(&ctx, fin, &ack).ok());
+  }
+  coordinator.join();
+  EXPECT_EQ(rc, 0);
+  std::ifstream in(snapshot);
+  ASSERT_TRUE(in.good()) << snapshot;
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_global_step"), 10.0);
+  EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_workers_finished"), 1.0);
+}
+
+TEST(CoordinatorBinary, BadConfigIsOneLineErrorAndExitOne) {
+  const std::string bin = LF_BINARY_DIR "/coordinator/lorafleet-coordinator";
+  if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
+  const auto [rc, out] = run_command(bin + " --config /nonexistent/job.yaml");
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(out.rfind("lorafleet-coordinator: error: /nonexistent/job.yaml", 0), 0u) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+}  // namespace
+}  // namespace lf
