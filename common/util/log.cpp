@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
+#include <cstdio>
 #include <mutex>
 
 namespace lf {
@@ -46,7 +46,12 @@ LogLevel log_level() {
 
 void log_line(LogLevel level, const std::string& message) {
   std::lock_guard<std::mutex> lock(log_mutex());
-  std::cerr << "[" << log_role() << " " << level_name(level) << "] " << message << std::endl;
+  // One write(2) per line: ranks share stderr under mpirun, and std::cerr (unbuffered) would
+  // issue one write per << and let other processes' lines land mid-line.
+  const std::string line =
+      "[" + log_role() + " " + level_name(level) + "] " + message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
 }
 
 }  // namespace lf

@@ -1,0 +1,94 @@
+// Worker metrics (see header). samples_per_second is an exponential moving average (alpha 0.1)
+// of local samples / step time, smoothing single slow steps as tqdm's rate does.
+#include "worker/app/worker_metrics.h"
+
+#include "common/metrics/exposer.h"
+#include "common/metrics/registry.h"
+
+namespace lf {
+
+namespace {
+const std::vector<double> kSecondsBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                             1.0,   2.5,  5.0,   10.0, 30.0, 60.0};
+}
+
+WorkerMetrics::WorkerMetrics(int rank, const std::string& bind_address)
+    : registry_(std::make_shared<metrics::Registry>()) {
+  const std::map<std::string, std::string> labels = {{"rank", std::to_string(rank)}};
+  global_step_ = &metrics::BuildGauge()
+                      .Name("lorafleet_worker_global_step")
+                      .Help("Optimizer steps completed by this worker")
+                      .Register(*registry_)
+                      .Add(labels);
+  loss_ = &metrics::BuildGauge()
+               .Name("lorafleet_worker_loss")
+               .Help("Global mean loss of the last step")
+               .Register(*registry_)
+               .Add(labels);
+  samples_per_second_ = &metrics::BuildGauge()
+                             .Name("lorafleet_worker_samples_per_second")
+                             .Help("Samples per second processed by this rank (moving average)")
+                             .Register(*registry_)
+                             .Add(labels);
+  step_seconds_last_ = &metrics::BuildGauge()
+                            .Name("lorafleet_worker_last_step_seconds")
+                            .Help("Wall time of the last optimizer step")
+                            .Register(*registry_)
+                            .Add(labels);
+  samples_total_ = &metrics::BuildCounter()
+                        .Name("lorafleet_worker_samples_total")
+                        .Help("Samples processed by this rank")
+                        .Register(*registry_)
+                        .Add(labels);
+  steps_total_ = &metrics::BuildCounter()
+                      .Name("lorafleet_worker_steps_total")
+                      .Help("Optimizer steps run by this process")
+                      .Register(*registry_)
+                      .Add(labels);
+  step_seconds_ = &metrics::BuildHistogram()
+                       .Name("lorafleet_worker_step_seconds")
+                       .Help("Wall time per optimizer step, data wait included")
+                       .Register(*registry_)
+                       .Add(labels, kSecondsBuckets);
+  allreduce_seconds_ = &metrics::BuildHistogram()
+                            .Name("lorafleet_worker_allreduce_seconds")
+                            .Help("Time in the fused gradient allreduce per step")
+                            .Register(*registry_)
+                            .Add(labels, kSecondsBuckets);
+  data_wait_seconds_ = &metrics::BuildHistogram()
+                            .Name("lorafleet_worker_data_wait_seconds")
+                            .Help("Time waiting for data (plan fetch, decode, VAE encode) per step")
+                            .Register(*registry_)
+                            .Add(labels, kSecondsBuckets);
+  if (!bind_address.empty()) {
+    exposer_ = std::make_unique<metrics::Exposer>(bind_address);
+    exposer_->RegisterCollectable(registry_);
+  }
+}
+
+WorkerMetrics::~WorkerMetrics() = default;
+
+void WorkerMetrics::observe_step(std::int64_t global_step, int local_samples, double step_seconds,
+                                 double allreduce_seconds, double data_wait_seconds,
+                                 double loss) {
+  global_step_->Set(static_cast<double>(global_step));
+  loss_->Set(loss);
+  step_seconds_last_->Set(step_seconds);
+  samples_total_->Increment(local_samples);
+  steps_total_->Increment();
+  step_seconds_->Observe(step_seconds);
+  allreduce_seconds_->Observe(allreduce_seconds);
+  data_wait_seconds_->Observe(data_wait_seconds);
+  if (step_seconds > 0) {
+    const double rate = local_samples / step_seconds;
+    ema_samples_per_second_ =
+        ema_samples_per_second_ == 0.0 ? rate : 0.9 * ema_samples_per_second_ + 0.1 * rate;
+    samples_per_second_->Set(ema_samples_per_second_);
+  }
+}
+
+int WorkerMetrics::port() const { return exposer_ ? exposer_->port() : 0; }
+
+std::string WorkerMetrics::serialize() const { return registry_->Serialize(); }
+
+}  // namespace lf

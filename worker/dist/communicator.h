@@ -1,0 +1,27 @@
+// Collective operations between the ranks of one training job. Implementations: MPI on CPU
+// tensors (mpi_communicator), NCCL on CUDA tensors (nccl_communicator). All calls are
+// collective and blocking: every rank must call them in the same order with tensors of the
+// same shape and dtype. Not thread-safe: call from the training thread only.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace lf {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // In-place elementwise sum over ranks of a contiguous float32 tensor. Throws
+  // std::runtime_error naming the backend and the error code on failure.
+  virtual void allreduce_sum(at::Tensor& tensor) = 0;
+  // In-place copy of root's contiguous tensor to every rank.
+  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  virtual void barrier() = 0;
+  virtual std::string backend() const = 0;  // "mpi" | "nccl"
+};
+
+}  // namespace lf

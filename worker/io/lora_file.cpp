@@ -1,0 +1,124 @@
+// kohya LoRA file writer (see header). Tensors are saved in float32, the training dtype, as
+// kohya does when --save_precision is not given.
+#include "worker/io/lora_file.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "common/io/sha256.h"
+#include "common/io/safetensors.h"
+#include "worker/io/tensor_file.h"
+
+namespace lf {
+namespace {
+
+std::string py_bool(bool b) { return b ? "True" : "False"; }
+
+// Python str() of a float: shortest repr that round-trips, like repr(float).
+std::string py_float(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eninf") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string basename_of(const std::string& path) {
+  const auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? path : path.substr(pos + 1);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
+                                                       const LoRATrainingFacts& f) {
+  const auto& ds = c.dataset;
+  const auto& tr = c.training;
+  std::map<std::string, std::string> m;
+  m["ss_session_id"] = std::to_string(f.session_id);
+  m["ss_training_started_at"] = py_float(f.training_started_at);
+  m["ss_training_finished_at"] = py_float(static_cast<double>(std::time(nullptr)));
+  m["ss_output_name"] = c.output.output_name;
+  m["ss_learning_rate"] = py_float(tr.learning_rate);
+  m["ss_unet_lr"] = py_float(tr.learning_rate);
+  m["ss_text_encoder_lr"] = "None";
+  m["ss_num_train_images"] = std::to_string(f.num_train_images);
+  m["ss_num_reg_images"] = std::to_string(f.num_reg_images);
+  m["ss_num_batches_per_epoch"] = std::to_string(f.num_batches_per_epoch);
+  m["ss_num_epochs"] = std::to_string(f.num_epochs);
+  m["ss_epoch"] = std::to_string(f.epoch);
+  m["ss_steps"] = std::to_string(f.steps);
+  m["ss_max_train_steps"] = std::to_string(f.max_train_steps);
+  m["ss_lr_warmup_steps"] = std::to_string(tr.lr_warmup_steps);
+  m["ss_lr_scheduler"] = tr.lr_scheduler;
+  m["ss_network_module"] = "networks.lora";
+  m["ss_network_dim"] = std::to_string(c.network.network_dim);
+  m["ss_network_alpha"] = py_float(c.network.network_alpha);
+  m["ss_network_dropout"] = "None";
+  m["ss_mixed_precision"] = "no";
+  m["ss_full_fp16"] = "False";
+  m["ss_v2"] = "False";
+  m["ss_base_model_version"] = "sd_v1";
+  m["ss_clip_skip"] = "None";
+  m["ss_cache_latents"] = "True";
+  m["ss_seed"] = std::to_string(tr.seed);
+  m["ss_gradient_checkpointing"] = "False";
+  m["ss_gradient_accumulation_steps"] = "1";
+  m["ss_optimizer"] = "torch.optim.adamw.AdamW(weight_decay=" + py_float(tr.adam_weight_decay) +
+                      ",betas=(" + py_float(tr.adam_beta1) + ", " + py_float(tr.adam_beta2) +
+                      "),eps=" + py_float(tr.adam_epsilon) + ")";
+  m["ss_max_grad_norm"] = py_float(tr.max_grad_norm);
+  m["ss_prior_loss_weight"] = py_float(tr.prior_loss_weight);
+  m["ss_min_snr_gamma"] = "None";
+  m["ss_noise_offset"] = "None";
+  m["ss_loss_type"] = "l2";
+  m["ss_sd_model_name"] = basename_of(c.model.pretrained_model_name_or_path);
+  // Legacy (no dataset config file) dataset keys.
+  m["ss_batch_size_per_device"] = std::to_string(tr.train_batch_size);
+  m["ss_total_batch_size"] = std::to_string(tr.train_batch_size * f.world_size);
+  m["ss_resolution"] = "(" + std::to_string(ds.resolution_w) + ", " +
+                       std::to_string(ds.resolution_h) + ")";
+  m["ss_enable_bucket"] = py_bool(ds.enable_bucket);
+  m["ss_bucket_no_upscale"] = py_bool(ds.bucket_no_upscale);
+  m["ss_min_bucket_reso"] = std::to_string(ds.min_bucket_reso);
+  m["ss_max_bucket_reso"] = std::to_string(ds.max_bucket_reso);
+  m["ss_flip_aug"] = "False";
+  m["ss_color_aug"] = "False";
+  m["ss_random_crop"] = "False";
+  m["ss_shuffle_caption"] = "False";
+  m["ss_keep_tokens"] = "0";
+  if (!f.bucket_info_json.empty()) m["ss_bucket_info"] = f.bucket_info_json;
+  // ModelSpec 1.0.1 basics (kohya sai_model_spec).
+  m["modelspec.sai_model_spec"] = "1.0.1";
+  m["modelspec.architecture"] = "stable-diffusion-v1/lora";
+  m["modelspec.implementation"] = "diffusers";
+  m["modelspec.title"] = c.output.output_name;
+  m["modelspec.resolution"] = std::to_string(ds.resolution_w) + "x" + std::to_string(ds.resolution_h);
+  m["modelspec.prediction_type"] = "epsilon";
+  return m;
+}
+
+void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,
+                     std::map<std::string, std::string> metadata) {
+  // kohya hashes a serialisation that carries only the ss_* keys.
+  std::map<std::string, std::string> ss_only;
+  for (const auto& [k, v] : metadata) {
+    if (k.rfind("ss_", 0) == 0) ss_only[k] = v;
+  }
+  const std::vector<std::uint8_t> image = serialize_safetensors(lora_state, ss_only);
+  const SafetensorsFile parsed = SafetensorsFile::from_bytes(image, path + " (in memory)");
+  metadata["sshs_model_hash"] = sha256_hex(parsed.data_section(), parsed.data_size());
+  const std::size_t legacy_begin = 0x100000, legacy_len = 0x10000;
+  const std::size_t begin = std::min(legacy_begin, image.size());
+  const std::size_t len = std::min(legacy_len, image.size() - begin);
+  metadata["sshs_legacy_hash"] = sha256_hex(image.data() + begin, len).substr(0, 8);
+  save_safetensors(path, lora_state, metadata);
+}
+
+}  // namespace lf

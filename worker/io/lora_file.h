@@ -1,0 +1,42 @@
+// kohya-format LoRA files: "<lora_name>.lora_down.weight", ".lora_up.weight", ".alpha" tensors
+// plus ss_* metadata and the sshs_* hashes, as kohya sd-scripts train_network.py writes them, so
+// ComfyUI, A1111/Forge and diffusers load the result unchanged.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/config/job_config.h"
+
+namespace lf {
+
+// Facts of the run that the metadata records (kohya ss_* keys), besides the job config.
+struct LoRATrainingFacts {
+  std::int64_t session_id = 0;
+  double training_started_at = 0.0;  // unix seconds
+  int epoch = 0;                     // 1-based epoch of this file (kohya ss_epoch)
+  std::int64_t steps = 0;            // global_step of this file (ss_steps)
+  std::int64_t max_train_steps = 0;
+  int num_epochs = 0;
+  std::int64_t num_batches_per_epoch = 0;
+  std::int64_t num_train_images = 0;  // sum images x repeats, train subsets
+  std::int64_t num_reg_images = 0;    // raw reg images x repeats (kohya records the raw count)
+  int world_size = 1;
+  std::string bucket_info_json;       // {"buckets": {...}, "mean_img_ar_error": x}
+};
+
+// Builds the ss_* metadata map (all values strings, Python str() style: "True"/"False").
+std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
+                                                       const LoRATrainingFacts& facts);
+
+// Adds sshs_model_hash (SHA-256 of the tensor data section) and sshs_legacy_hash (first 8 hex
+// of SHA-256 over 64 KiB at 1 MiB of the ss_*-only serialisation), as kohya
+// train_util.precalculate_safetensors_hashes, then writes atomically (temp, fsync, rename).
+// Throws std::runtime_error naming the path on I/O errors.
+void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,
+                     std::map<std::string, std::string> metadata);
+
+}  // namespace lf

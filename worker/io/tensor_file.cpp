@@ -1,0 +1,106 @@
+// safetensors <-> at::Tensor. Data may be unaligned inside the mapping (other writers need not
+// pad the header), so every tensor is copied out with memcpy before torch sees it.
+#include "worker/io/tensor_file.h"
+
+#include <ATen/ATen.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "common/io/safetensors.h"
+
+namespace lf {
+namespace {
+
+at::ScalarType to_scalar_type(DType d, const std::string& path, const std::string& name) {
+  switch (d) {
+    case DType::BOOL: return at::kBool;
+    case DType::U8: return at::kByte;
+    case DType::I8: return at::kChar;
+    case DType::I16: return at::kShort;
+    case DType::I32: return at::kInt;
+    case DType::I64: return at::kLong;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    case DType::F32: return at::kFloat;
+    case DType::F64: return at::kDouble;
+    default:
+      throw std::runtime_error(path + ": tensor '" + name + "' has dtype " + dtype_name(d) +
+                               ", which lorafleet does not load");
+  }
+}
+
+DType to_dtype(at::ScalarType t, const std::string& name) {
+  switch (t) {
+    case at::kBool: return DType::BOOL;
+    case at::kByte: return DType::U8;
+    case at::kInt: return DType::I32;
+    case at::kLong: return DType::I64;
+    case at::kHalf: return DType::F16;
+    case at::kBFloat16: return DType::BF16;
+    case at::kFloat: return DType::F32;
+    case at::kDouble: return DType::F64;
+    default:
+      throw std::invalid_argument("cannot save tensor '" + name + "' of dtype " +
+                                  std::string(c10::toString(t)) + " to safetensors");
+  }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+SafetensorsWriter make_writer(const std::map<std::string, at::Tensor>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  SafetensorsWriter w;
+  for (const auto& [name, tensor] : tensors) {
+    at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    w.add(name, to_dtype(t.scalar_type(), name), shape, t.data_ptr(), t.nbytes());
+  }
+  w.set_metadata(metadata);
+  return w;
+}
+
+}  // namespace
+
+LoadedTensors load_safetensors(const std::string& path, bool use_mmap,
+                               at::ScalarType float_dtype) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw std::runtime_error(path + ": no such file (expected a .safetensors file)");
+  }
+  if (ends_with(path, ".ckpt") || ends_with(path, ".pt") || ends_with(path, ".pth") ||
+      ends_with(path, ".bin")) {
+    throw std::runtime_error(path +
+                             ": pickle checkpoints are refused (they can run code); convert it "
+                             "to .safetensors first, e.g. with diffusers or "
+                             "`safetensors.torch.save_file(torch.load(p)[\"state_dict\"], out)`");
+  }
+  SafetensorsFile file = SafetensorsFile::open(path, use_mmap);
+  LoadedTensors out;
+  out.metadata = file.metadata();
+  out.tensors.reserve(file.tensors().size());
+  for (const TensorInfo& info : file.tensors()) {
+    const at::ScalarType st_type = to_scalar_type(info.dtype, path, info.name);
+    at::Tensor t = at::empty(info.shape, at::TensorOptions().dtype(st_type));
+    if (info.nbytes() > 0) std::memcpy(t.data_ptr(), file.data(info), info.nbytes());
+    if (at::isFloatingType(st_type) && st_type != float_dtype) t = t.to(float_dtype);
+    out.tensors.emplace(info.name, std::move(t));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  make_writer(tensors, metadata).write_atomic(path);
+}
+
+std::vector<std::uint8_t> serialize_safetensors(
+    const std::map<std::string, at::Tensor>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  return make_writer(tensors, metadata).serialize();
+}
+
+}  // namespace lf

@@ -1,0 +1,35 @@
+// Bridge between safetensors files (common/io, no torch) and LibTorch tensors. This is the one
+// loading path for real checkpoints and for the generated demo checkpoint alike.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <unordered_map>
+
+namespace lf {
+
+struct LoadedTensors {
+  std::unordered_map<std::string, at::Tensor> tensors;  // CPU, owned copies
+  std::map<std::string, std::string> metadata;           // the file's __metadata__
+};
+
+// Reads every tensor of a .safetensors file. Floating tensors (F16, BF16, F32, F64) are
+// converted to `float_dtype`; integer and bool tensors keep their type.
+// Throws std::runtime_error naming the path when it is missing, is a pickle (.ckpt/.pt, with a
+// hint to convert it), or is not valid safetensors.
+LoadedTensors load_safetensors(const std::string& path, bool use_mmap = true,
+                               at::ScalarType float_dtype = at::kFloat);
+
+// Writes tensors (moved to CPU, made contiguous) with metadata atomically (temp file, fsync,
+// rename). Supported dtypes: float32/16, bfloat16, float64, int64, int32, uint8, bool.
+void save_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata);
+
+// Serialises the same way without writing (for hashing, tests).
+std::vector<std::uint8_t> serialize_safetensors(
+    const std::map<std::string, at::Tensor>& tensors,
+    const std::map<std::string, std::string>& metadata);
+
+}  // namespace lf

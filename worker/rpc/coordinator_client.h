@@ -1,0 +1,88 @@
+// Worker side of the lorafleet.v1.Coordinator API. The interface uses lorafleet's own plain
+// types (JobConfig text, Dataset, EpochPlan), never protobuf types, so that translation units
+// that include LibTorch never see protobuf headers (the torch wheel bundles its own copy).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "common/data/dataset.h"
+#include "common/data/epoch_plan.h"
+
+namespace lf {
+
+// Thrown when the coordinator cannot be reached or answers with an error; what() names the
+// address and the RPC.
+class CoordinatorError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct WorkerIdentity {
+  int rank = 0;
+  int world_size = 1;
+  std::string hostname;
+  int pid = 0;
+  std::string device;   // "cpu" or "cuda:N"
+  int metrics_port = 0; // 0 when disabled
+};
+
+struct JobAssignment {
+  int rank = 0;
+  int world_size = 1;
+  std::string job_config_yaml;
+  std::string job_config_name;
+  std::string base_dir;
+  std::uint64_t shared_seed = 0;
+  std::int64_t max_train_steps = 0;
+  int num_epochs = 0;
+  std::uint64_t generation = 0;
+};
+
+struct ProgressUpdate {
+  int rank = 0;
+  std::int64_t global_step = 0;
+  int epoch = 0;
+  double loss = 0.0;
+  double learning_rate = 0.0;
+  std::int64_t samples = 0;
+  double step_seconds = 0.0;
+  double allreduce_seconds = 0.0;
+  double data_wait_seconds = 0.0;
+  double samples_per_second = 0.0;
+};
+
+class CoordinatorClient {
+ public:
+  // address = "host:port". Does not connect yet.
+  explicit CoordinatorClient(const std::string& address);
+  ~CoordinatorClient();
+
+  // Registers and waits until every rank has registered. Retries "unavailable" with backoff
+  // until connect_timeout_seconds have passed, then throws CoordinatorError
+  // "cannot reach the coordinator at <address> ...".
+  JobAssignment register_worker(const WorkerIdentity& me, int connect_timeout_seconds);
+  // The dataset as scanned by the coordinator (paths, captions, buckets).
+  Dataset get_dataset();
+  // The plan of one epoch. Throws CoordinatorError on failure.
+  EpochPlan get_epoch_plan(int epoch);
+  // Fire-and-forget from the caller's view: queued and sent by a background thread, so a
+  // training step never waits on the coordinator. Only the newest pending update is kept.
+  void report_progress_async(const ProgressUpdate& update);
+  // Blocking: reports that this rank's part of checkpoint `global_step` is durable.
+  // Returns whether the coordinator saw all ranks (committed).
+  bool commit_checkpoint(int rank, std::int64_t global_step, const std::string& path);
+  // Blocking, best effort (errors are logged, not thrown): this rank is done.
+  void finish(int rank, std::int64_t global_step, bool ok, const std::string& error);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string address_;
+};
+
+}  // namespace lf
