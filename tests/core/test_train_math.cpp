@@ -1,0 +1,226 @@
+// Training math against diffusers / transformers / torch references: DDPM schedule and
+// add_noise, per-sample MSE, LR schedules, AdamW steps and exact state round trip,
+// clip_grad_norm_, and SplitMix64 seed mixing.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "core_references.h"
+#include "core_test_util.h"
+#include "train/loss.h"
+#include "train/lr_schedule.h"
+#include "train/noise_schedule.h"
+#include "train/optimizer.h"
+#include "train/seeding.h"
+
+namespace lf {
+namespace {
+
+TEST(DDPMNoiseSchedule, AlphasCumprodMatchFloat64AndDiffusers) {
+  DDPMNoiseSchedule schedule;
+  ASSERT_EQ(schedule.alphas_cumprod().sizes(), torch::IntArrayRef({1000}));
+  EXPECT_EQ(schedule.alphas_cumprod().scalar_type(), torch::kFloat32);
+  for (size_t i = 0; i < std::size(ref::kAlphasCumprodIndex); ++i) {
+    const double got = schedule.alphas_cumprod()[ref::kAlphasCumprodIndex[i]].item<double>();
+    // float32 rounding of the float64 value
+    EXPECT_EQ(got, static_cast<double>(static_cast<float>(ref::kAlphasCumprodF64[i])));
+    EXPECT_NEAR(got, ref::kAlphasCumprodDiffusersF32[i], 1e-6);
+  }
+  EXPECT_NEAR(schedule.alphas_cumprod()[0].item<double>(), 0.99915, 1e-7);
+  EXPECT_NEAR(schedule.alphas_cumprod()[999].item<double>(), 0.0046601, 1e-7);
+  EXPECT_NEAR(schedule.betas()[999].item<double>(), 0.012, 1e-9);
+}
+
+TEST(DDPMNoiseSchedule, AddNoiseMatchesDiffusersWithin1e6) {
+  DDPMNoiseSchedule schedule;
+  torch::Tensor x0 = test::reference_values("noise.x0", {3, 4, 2, 2});
+  torch::Tensor eps = test::reference_values("noise.eps", {3, 4, 2, 2});
+  torch::Tensor t = torch::tensor(
+      {ref::kAddNoiseTimesteps[0], ref::kAddNoiseTimesteps[1], ref::kAddNoiseTimesteps[2]});
+  torch::Tensor expected = test::from_array(ref::kAddNoiseDiffusers, ref::kAddNoiseDiffusers_shape);
+  EXPECT_LT(test::max_abs_diff(schedule.add_noise(x0, eps, t), expected), 1e-6);
+  EXPECT_THROW(schedule.add_noise(x0, eps, torch::tensor({0, 1, 1000})), std::invalid_argument);
+  EXPECT_THROW(schedule.add_noise(x0, eps, torch::tensor({0, 1})), std::invalid_argument);
+}
+
+TEST(PerSampleMSE, MeansOverNonBatchDimsInFloat32) {
+  torch::Tensor pred = torch::zeros({2, 3, 2, 2}, torch::kFloat16);
+  torch::Tensor target = torch::ones({2, 3, 2, 2});
+  target[1].fill_(2.0);
+  target[1][0][0][0] = 14.0;  // (12 * 4 + 196 - 4) / 12 = 20
+  torch::Tensor loss = per_sample_mse(pred, target);
+  EXPECT_EQ(loss.scalar_type(), torch::kFloat32);
+  ASSERT_EQ(loss.sizes(), torch::IntArrayRef({2}));
+  EXPECT_FLOAT_EQ(loss[0].item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(loss[1].item<float>(), 20.0f);
+  EXPECT_THROW(per_sample_mse(pred, torch::ones({2, 3, 2})), std::invalid_argument);
+}
+
+TEST(LRSchedule, MatchesTransformersSchedules) {
+  const std::pair<const char*, const double*> cases[] = {
+      {"constant", ref::kLRConstant},
+      {"constant_with_warmup", ref::kLRConstantWithWarmup},
+      {"linear", ref::kLRLinear},
+      {"cosine", ref::kLRCosine}};
+  for (const auto& c : cases) {
+    LRScheduleOptions o;
+    o.name = c.first;
+    o.base_lr = 1e-4;
+    o.warmup_steps = o.name == "constant" ? 0 : 10;
+    o.total_steps = 100;
+    for (size_t i = 0; i < std::size(ref::kLRSteps); ++i) {
+      EXPECT_DOUBLE_EQ(lr_at_step(o, ref::kLRSteps[i]), c.second[i])
+          << c.first << " step " << ref::kLRSteps[i];
+    }
+  }
+  // Hand values: cosine halfway through decay is base/2; linear at step W is base.
+  LRScheduleOptions o{"cosine", 2e-4, 10, 110};
+  EXPECT_NEAR(lr_at_step(o, 60), 1e-4, 1e-18);
+  o.name = "linear";
+  EXPECT_DOUBLE_EQ(lr_at_step(o, 10), 2e-4);
+}
+
+TEST(LRSchedule, RejectsUnknownNamesAndConstantWarmup) {
+  LRScheduleOptions o{"cosine_with_restarts", 1e-4, 0, 10};
+  EXPECT_THROW(lr_at_step(o, 0), std::invalid_argument);
+  o = {"constant", 1e-4, 5, 10};
+  EXPECT_THROW(lr_at_step(o, 0), std::invalid_argument);
+  o = {"linear", 1e-4, 0, 10};
+  EXPECT_THROW(lr_at_step(o, -1), std::invalid_argument);
+}
+
+std::vector<torch::Tensor> make_params() {
+  torch::Tensor p0 = test::reference_values("opt.p0", {3, 5}).set_requires_grad(true);
+  torch::Tensor p1 = test::reference_values("opt.p1", {4}).set_requires_grad(true);
+  return {p0, p1};
+}
+
+void set_grads(std::vector<torch::Tensor>& params, int step) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].mutable_grad() = test::reference_values(
+        "opt.grad" + std::to_string(step) + "." + std::to_string(i), params[i].sizes().vec());
+  }
+}
+
+TEST(LoRAOptimizer, AdamWMatchesTorchWithin1e7) {
+  auto params = make_params();
+  LoRAOptimizer opt(params, AdamWOptions{});
+  for (int s = 0; s < 3; ++s) {
+    set_grads(params, s);
+    opt.step(ref::kAdamWLRs[s]);
+  }
+  EXPECT_EQ(opt.step_count(), 3);
+  EXPECT_LT(test::max_abs_diff(params[0], test::from_array(ref::kAdamWP0, ref::kAdamWP0_shape)),
+            1e-7);
+  EXPECT_LT(test::max_abs_diff(params[1], test::from_array(ref::kAdamWP1, ref::kAdamWP1_shape)),
+            1e-7);
+}
+
+TEST(LoRAOptimizer, StateRoundTripResumesBitIdentically) {
+  const std::vector<std::string> names = {"a.lora_down.weight", "a.lora_up.weight"};
+  // Uninterrupted: 5 steps.
+  auto p_ref = make_params();
+  LoRAOptimizer ref_opt(p_ref, AdamWOptions{});
+  for (int s = 0; s < 5; ++s) {
+    set_grads(p_ref, s % 3);
+    ref_opt.step(1e-3 * (s + 1));
+  }
+  // Interrupted after 2 steps: save params + optimizer state, restore into fresh objects.
+  auto p_a = make_params();
+  LoRAOptimizer opt_a(p_a, AdamWOptions{});
+  for (int s = 0; s < 2; ++s) {
+    set_grads(p_a, s % 3);
+    opt_a.step(1e-3 * (s + 1));
+  }
+  auto state = opt_a.state_dict(names);
+  EXPECT_EQ(state.at("step").item<int64_t>(), 2);
+  EXPECT_EQ(state.size(), 5u);
+  auto p_b = make_params();
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < p_b.size(); ++i) p_b[i].copy_(p_a[i]);
+  }
+  LoRAOptimizer opt_b(p_b, AdamWOptions{});
+  opt_b.load_state_dict(state, names);
+  EXPECT_EQ(opt_b.step_count(), 2);
+  for (int s = 2; s < 5; ++s) {
+    set_grads(p_b, s % 3);
+    opt_b.step(1e-3 * (s + 1));
+  }
+  for (size_t i = 0; i < p_b.size(); ++i) EXPECT_TRUE(torch::equal(p_b[i], p_ref[i])) << i;
+  auto s_ref = ref_opt.state_dict(names), s_b = opt_b.state_dict(names);
+  for (const auto& kv : s_ref) EXPECT_TRUE(torch::equal(kv.second, s_b.at(kv.first))) << kv.first;
+
+  // A fresh optimizer's state is all zeros with step 0, and bad input is rejected.
+  LoRAOptimizer fresh(make_params(), AdamWOptions{});
+  auto zero = fresh.state_dict(names);
+  EXPECT_EQ(zero.at("step").item<int64_t>(), 0);
+  EXPECT_EQ(zero.at("a.lora_up.weight.exp_avg_sq").abs().sum().item<float>(), 0.0f);
+  state.erase("a.lora_up.weight.exp_avg");
+  EXPECT_THROW(fresh.load_state_dict(state, names), std::runtime_error);
+  EXPECT_THROW(fresh.state_dict({"only_one"}), std::invalid_argument);
+}
+
+TEST(LoRAOptimizer, ZeroGradAndRequiresGradCheck) {
+  auto params = make_params();
+  LoRAOptimizer opt(params, AdamWOptions{});
+  set_grads(params, 0);
+  opt.zero_grad();
+  EXPECT_FALSE(params[0].grad().defined());
+  // Grads that are views of one flat (all-reduce) buffer.
+  torch::Tensor flat = torch::ones({19});
+  params[0].mutable_grad() = flat.slice(0, 0, 15).view({3, 5});
+  params[1].mutable_grad() = flat.slice(0, 15, 19);
+  opt.step(1e-3);
+  EXPECT_EQ(opt.step_count(), 1);
+  opt.zero_grad();
+  EXPECT_FALSE(params[1].grad().defined());
+  EXPECT_THROW(LoRAOptimizer({torch::zeros({2})}, AdamWOptions{}), std::invalid_argument);
+}
+
+TEST(ClipGradNorm, MatchesTorchClipGradNorm) {
+  auto params = make_params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].mutable_grad() =
+        test::reference_values("clip.grad." + std::to_string(i), params[i].sizes().vec(), 2.0);
+  }
+  const double total = clip_grad_norm(params, 1.0);
+  EXPECT_NEAR(total, ref::kClipTotalNorm[0], 1e-6);
+  EXPECT_LT(
+      test::max_abs_diff(params[0].grad(), test::from_array(ref::kClipG0, ref::kClipG0_shape)),
+      1e-7);
+  EXPECT_LT(
+      test::max_abs_diff(params[1].grad(), test::from_array(ref::kClipG1, ref::kClipG1_shape)),
+      1e-7);
+  // Below the limit nothing changes; max_norm <= 0 only measures.
+  torch::Tensor before = params[0].grad().clone();
+  EXPECT_NEAR(clip_grad_norm(params, 100.0), 1.0, 1e-5);
+  EXPECT_TRUE(torch::equal(params[0].grad(), before));
+  EXPECT_NEAR(clip_grad_norm(params, 0.0), 1.0, 1e-5);
+  EXPECT_EQ(clip_grad_norm({torch::zeros({2})}, 1.0), 0.0);
+}
+
+TEST(Seeding, MixSeedMatchesReferenceSplitMix64) {
+  for (const auto& c : ref::kMixSeedCases) {
+    EXPECT_EQ(mix_seed(c[0], c[1], c[2]), c[3]) << c[0] << " " << c[1] << " " << c[2];
+  }
+  uint64_t state = 0;
+  EXPECT_EQ(splitmix64_next(state), 0xE220A8397B1DCDAFULL);  // SplitMix64(0) first output
+}
+
+TEST(Seeding, CpuGeneratorIsReproducible) {
+  at::Generator a = make_cpu_generator(123), b = make_cpu_generator(123);
+  torch::Tensor x = torch::randn({16}, a, torch::kFloat32);
+  torch::Tensor y = torch::randn({16}, b, torch::kFloat32);
+  EXPECT_TRUE(torch::equal(x, y));
+  at::Generator c = make_cpu_generator(124);
+  EXPECT_FALSE(torch::equal(x, torch::randn({16}, c, torch::kFloat32)));
+  // torch.manual_seed(123); torch.randn(2) in Python
+  at::Generator d = make_cpu_generator(123);
+  torch::Tensor z = torch::randn({2}, d, torch::kFloat32);
+  EXPECT_FLOAT_EQ(z[0].item<float>(), -0.111467116f);
+  EXPECT_FLOAT_EQ(z[1].item<float>(), 0.120362945f);
+}
+
+}  // namespace
+}  // namespace lf

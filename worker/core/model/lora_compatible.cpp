@@ -1,0 +1,87 @@
+// LoRA-injectable Linear / Conv1x1: base projection plus multiplier * scale * up(down(x)),
+// the forward of kohya networks.lora.LoRAModule (without dropout variants).
+#include "model/lora_compatible.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace lf {
+namespace {
+
+// torch.nn.Linear / Conv2d reset_parameters(): kaiming_uniform(a = sqrt(5)) gives
+// U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the weight, and the bias uses the same bound.
+void init_like_torch(torch::Tensor& weight, torch::Tensor& bias, int64_t fan_in) {
+  torch::NoGradGuard no_grad;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  weight.uniform_(-bound, bound);
+  if (bias.defined()) bias.uniform_(-bound, bound);
+}
+
+std::string shape_of(const torch::Tensor& t) {
+  if (!t.defined()) return "undefined";
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, bool conv) {
+  const int64_t dims = conv ? 4 : 2;
+  const bool ok =
+      a.down.defined() && a.up.defined() && a.down.dim() == dims && a.up.dim() == dims &&
+      a.down.size(1) == in && a.up.size(0) == out && a.up.size(1) == a.down.size(0) &&
+      (!conv ||
+       (a.down.size(2) == 1 && a.down.size(3) == 1 && a.up.size(2) == 1 && a.up.size(3) == 1));
+  if (!ok) {
+    throw std::invalid_argument(
+        "LoRA adapter shapes down " + shape_of(a.down) + " / up " + shape_of(a.up) +
+        " do not fit a layer with in=" + std::to_string(in) + ", out=" + std::to_string(out));
+  }
+}
+
+}  // namespace
+
+LoRACompatibleLinearImpl::LoRACompatibleLinearImpl(int64_t in_features, int64_t out_features,
+                                                   bool bias)
+    : in_features_(in_features), out_features_(out_features) {
+  weight_ = register_parameter("weight", torch::empty({out_features, in_features}));
+  if (bias) bias_ = register_parameter("bias", torch::empty({out_features}));
+  init_like_torch(weight_, bias_, in_features);
+}
+
+torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = at::linear(x, weight_, bias_);
+  if (!adapter_) return y;
+  const LoRAAdapter& a = *adapter_;
+  torch::Tensor h = at::linear(at::linear(x.to(a.down.scalar_type()), a.down), a.up);
+  return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
+}
+
+void LoRACompatibleLinearImpl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {
+  if (adapter) check_adapter(*adapter, in_features_, out_features_, /*conv=*/false);
+  adapter_ = std::move(adapter);
+}
+
+LoRACompatibleConv1x1Impl::LoRACompatibleConv1x1Impl(int64_t in_channels, int64_t out_channels)
+    : in_channels_(in_channels), out_channels_(out_channels) {
+  weight_ = register_parameter("weight", torch::empty({out_channels, in_channels, 1, 1}));
+  bias_ = register_parameter("bias", torch::empty({out_channels}));
+  init_like_torch(weight_, bias_, in_channels);
+}
+
+torch::Tensor LoRACompatibleConv1x1Impl::forward(const torch::Tensor& x) {
+  torch::Tensor y = at::conv2d(x, weight_, bias_);
+  if (!adapter_) return y;
+  const LoRAAdapter& a = *adapter_;
+  torch::Tensor h = at::conv2d(at::conv2d(x.to(a.down.scalar_type()), a.down), a.up);
+  return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
+}
+
+void LoRACompatibleConv1x1Impl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {
+  if (adapter) check_adapter(*adapter, in_channels_, out_channels_, /*conv=*/true);
+  adapter_ = std::move(adapter);
+}
+
+}  // namespace lf

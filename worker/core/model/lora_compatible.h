@@ -1,0 +1,85 @@
+// LoRA-injectable Linear and 1x1 Conv layers. They stand where ldm / HF use torch.nn.Linear and
+// Conv2d(kernel 1), register exactly "weight" and "bias", and carry an optional low-rank adapter
+// that is not a registered submodule; this mirrors the forward replacement kohya
+// networks.lora.LoRAModule.apply_to() performs, without touching the base state dict.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace lf {
+
+// A low-rank update attached to one layer: out += multiplier * scale * up(down(x)).
+// The tensors are owned by the LoRA network (they are the trainable parameters); they may have
+// a different dtype than the base layer: the input is cast to down's dtype and the update back
+// to the base output's dtype.
+struct LoRAAdapter {
+  torch::Tensor down;       // Linear [r, in]; Conv1x1 [r, in, 1, 1]
+  torch::Tensor up;         // Linear [out, r]; Conv1x1 [out, r, 1, 1]
+  double scale = 1.0;       // alpha / r
+  double multiplier = 1.0;  // kohya network multiplier
+};
+
+// torch.nn.Linear with an optional LoRAAdapter.
+class LoRACompatibleLinearImpl : public torch::nn::Module {
+ public:
+  // weight [out_features, in_features], bias [out_features] (if `bias`); initialised like
+  // torch.nn.Linear (U(-1/sqrt(in), 1/sqrt(in)) from the global CPU generator).
+  LoRACompatibleLinearImpl(int64_t in_features, int64_t out_features, bool bias = true);
+
+  // x [..., in_features] -> [..., out_features].
+  torch::Tensor forward(const torch::Tensor& x);
+
+  // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
+  // adapter shapes do not fit ([r, in] and [out, r]).
+  void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
+  const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  const torch::Tensor& weight() const { return weight_; }
+  const torch::Tensor& bias() const { return bias_; }  // undefined when built without bias
+
+ private:
+  int64_t in_features_;
+  int64_t out_features_;
+  torch::Tensor weight_;
+  torch::Tensor bias_;
+  std::shared_ptr<LoRAAdapter> adapter_;
+};
+TORCH_MODULE(LoRACompatibleLinear);
+
+// torch.nn.Conv2d(in, out, kernel_size=1) with an optional LoRAAdapter (SD1 proj_in/proj_out).
+class LoRACompatibleConv1x1Impl : public torch::nn::Module {
+ public:
+  // weight [out_channels, in_channels, 1, 1], bias [out_channels]; initialised like
+  // torch.nn.Conv2d (U(-1/sqrt(in), 1/sqrt(in)) from the global CPU generator).
+  LoRACompatibleConv1x1Impl(int64_t in_channels, int64_t out_channels);
+
+  // x [B, in_channels, H, W] -> [B, out_channels, H, W].
+  torch::Tensor forward(const torch::Tensor& x);
+
+  // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
+  // adapter shapes do not fit ([r, in, 1, 1] and [out, r, 1, 1]).
+  void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
+  const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
+
+  int64_t in_channels() const { return in_channels_; }
+  int64_t out_channels() const { return out_channels_; }
+  const torch::Tensor& weight() const { return weight_; }
+  const torch::Tensor& bias() const { return bias_; }
+
+ private:
+  int64_t in_channels_;
+  int64_t out_channels_;
+  torch::Tensor weight_;
+  torch::Tensor bias_;
+  std::shared_ptr<LoRAAdapter> adapter_;
+};
+TORCH_MODULE(LoRACompatibleConv1x1);
+
+}  // namespace lf

@@ -1,0 +1,130 @@
+// The SD denoising UNet: ResBlock, Downsample, Upsample, TimestepEmbedSequential and UNetModel,
+// with parameter names equal to the ldm checkpoint keys minus "model.diffusion_model.".
+// Mirrors ldm.modules.diffusionmodules.openaimodel (UNetModel and its blocks), SD 1.x/2.x layout
+// generalised to any num_res_blocks L (sd_architecture.md §B.1 index rule).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/attention.h"
+#include "model/model_config.h"
+
+namespace lf {
+
+// Checkpoint prefix of the UNet in original (ldm) single-file checkpoints.
+inline constexpr const char* kUNetCheckpointPrefix = "model.diffusion_model.";
+
+// ldm timestep_embedding(repeat_only=False): half = dim/2, freq_k = exp(-ln(max_period) k/half),
+// output [cos(t freq) | sin(t freq)] (zero-padded when dim is odd).
+// timesteps [B] (any real or integer dtype) -> [B, dim] float32 on timesteps' device.
+torch::Tensor timestep_embedding(const torch::Tensor& timesteps, int64_t dim,
+                                 double max_period = 10000.0);
+
+// ldm ResBlock (no scale-shift norm, dropout 0): in_layers.{0 GroupNorm, 1 SiLU, 2 conv3x3},
+// emb_layers.{0 SiLU, 1 Linear}, out_layers.{0 GroupNorm, 1 SiLU, 2 dropout, 3 conv3x3},
+// skip_connection conv1x1 only when in != out. GroupNorm eps 1e-5.
+class ResBlockImpl : public torch::nn::Module {
+ public:
+  ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t emb_channels,
+               int64_t norm_num_groups);
+  // x [B, in, H, W], emb [B, emb_channels] -> [B, out, H, W].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& emb);
+
+ private:
+  torch::nn::Sequential in_layers_{nullptr}, emb_layers_{nullptr}, out_layers_{nullptr};
+  torch::nn::Conv2d skip_connection_{nullptr};
+};
+TORCH_MODULE(ResBlock);
+
+// ldm Downsample(use_conv=True): op = conv3x3 stride 2 padding 1. [B,C,H,W] -> [B,C,H/2,W/2].
+class DownsampleImpl : public torch::nn::Module {
+ public:
+  explicit DownsampleImpl(int64_t channels);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Conv2d op_{nullptr};
+};
+TORCH_MODULE(Downsample);
+
+// ldm Upsample(use_conv=True): nearest x2 then conv3x3 padding 1. [B,C,H,W] -> [B,C,2H,2W].
+class UpsampleImpl : public torch::nn::Module {
+ public:
+  explicit UpsampleImpl(int64_t channels);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Conv2d conv_{nullptr};
+};
+TORCH_MODULE(Upsample);
+
+// ldm TimestepEmbedSequential: children registered as "0", "1", ...; ResBlocks get the time
+// embedding, SpatialTransformers the context, other layers only x.
+class TimestepEmbedSequentialImpl : public torch::nn::Module {
+ public:
+  void push_back(torch::nn::Conv2d conv);
+  void push_back(ResBlock block);
+  void push_back(SpatialTransformer transformer);
+  void push_back(Downsample down);
+  void push_back(Upsample up);
+
+  // x [B, C, H, W], emb [B, time_embed_dim], context [B, S, context_dim].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& emb,
+                        const torch::Tensor& context);
+
+ private:
+  enum class Kind { kConv, kResBlock, kTransformer, kDownsample, kUpsample };
+  void add(Kind kind, std::shared_ptr<torch::nn::Module> module);
+  std::vector<std::pair<Kind, std::shared_ptr<torch::nn::Module>>> layers_;
+};
+TORCH_MODULE(TimestepEmbedSequential);
+
+// ldm UNetModel (SD 1.x/2.x, no label_emb). Parameter names (named_parameters()) equal the ldm
+// keys without "model.diffusion_model.", e.g. "input_blocks.1.1.proj_in.weight". With
+// L = num_res_blocks: input ResBlock (level i, j) -> input_blocks.{1 + i(L+1) + j}.0 (its
+// SpatialTransformer .1), downsample after level i -> input_blocks.{(i+1)(L+1)}.0.op, output
+// ResBlock (reversed level i', j in 0..L) -> output_blocks.{i'(L+1) + j}.0, upsample ->
+// output_blocks.{i'(L+1) + L}.{2 if the level has attention else 1}.conv.
+// Parameters are created with torch defaults (U(+-1/sqrt(fan_in)), norms 1/0) and frozen
+// (requires_grad false): lorafleet only trains LoRA adapters on top of it.
+class UNetModelImpl : public torch::nn::Module {
+ public:
+  // Throws std::invalid_argument when config.validate() fails.
+  explicit UNetModelImpl(const UNetConfig& config);
+
+  // x [B, in_channels, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (float or int64,
+  // in [0, 1000)), context [B, S, context_dim] -> [B, out_channels, H, W] (epsilon).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& timesteps,
+                        const torch::Tensor& context);
+
+  const UNetConfig& config() const { return config_; }
+
+ private:
+  UNetConfig config_;
+  torch::nn::Sequential time_embed_{nullptr};
+  torch::nn::ModuleList input_blocks_{nullptr};
+  TimestepEmbedSequential middle_block_{nullptr};
+  torch::nn::ModuleList output_blocks_{nullptr};
+  torch::nn::Sequential out_{nullptr};
+};
+TORCH_MODULE(UNetModel);
+
+// Copies weights[prefix + name] into every parameter of `unet` (dtype converted to the
+// parameter's, device kept). Throws std::runtime_error listing the first missing keys, a shape
+// mismatch (key, expected and found shapes) or keys under `prefix` the model does not have.
+// No key under the UNet prefix is ignorable in SD 1.x/2.x checkpoints.
+void load_state_dict(UNetModel& unet, const std::unordered_map<std::string, torch::Tensor>& weights,
+                     const std::string& prefix = kUNetCheckpointPrefix);
+
+}  // namespace lf

@@ -1,0 +1,14 @@
+// Per-sample diffusion loss: element-wise squared error in float32 averaged over every
+// non-batch dimension. Mirrors kohya train_network.py process_batch (loss_type "l2",
+// reduction "none", then mean over [1, 2, 3]).
+#pragma once
+
+#include <torch/types.h>  // torch::Tensor
+
+namespace lf {
+
+// pred, target [B, ...] (same shape, any float dtype) -> [B] float32 mean((pred - target)^2).
+// Throws std::invalid_argument on a shape mismatch.
+torch::Tensor per_sample_mse(const torch::Tensor& pred, const torch::Tensor& target);
+
+}  // namespace lf

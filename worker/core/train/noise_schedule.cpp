@@ -1,0 +1,52 @@
+// DDPM scaled_linear schedule (diffusers DDPMScheduler) and the forward-process add_noise.
+#include "train/noise_schedule.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace lf {
+
+DDPMNoiseSchedule::DDPMNoiseSchedule(int64_t num_train_timesteps, double beta_start,
+                                     double beta_end)
+    : num_train_timesteps_(num_train_timesteps) {
+  if (num_train_timesteps < 2 || !(beta_start > 0) || !(beta_end < 1) ||
+      !(beta_start <= beta_end)) {
+    throw std::invalid_argument(
+        "DDPMNoiseSchedule: need T >= 2 and 0 < beta_start <= "
+        "beta_end < 1");
+  }
+  const auto f64 = torch::dtype(torch::kFloat64);
+  torch::Tensor betas =
+      torch::linspace(std::sqrt(beta_start), std::sqrt(beta_end), num_train_timesteps, f64).pow(2);
+  torch::Tensor abar = torch::cumprod(1.0 - betas, /*dim=*/0);
+  betas_ = betas.to(torch::kFloat32);
+  alphas_cumprod_ = abar.to(torch::kFloat32);
+  sqrt_alphas_cumprod_ = abar.sqrt().to(torch::kFloat32);
+  sqrt_one_minus_alphas_cumprod_ = (1.0 - abar).sqrt().to(torch::kFloat32);
+}
+
+torch::Tensor DDPMNoiseSchedule::add_noise(const torch::Tensor& x0, const torch::Tensor& noise,
+                                           const torch::Tensor& timesteps) const {
+  if (x0.sizes() != noise.sizes() || timesteps.dim() != 1 || x0.dim() < 1 ||
+      timesteps.size(0) != x0.size(0)) {
+    throw std::invalid_argument(
+        "DDPMNoiseSchedule::add_noise: need x0 and noise of equal "
+        "shape [B, ...] and timesteps [B]");
+  }
+  torch::Tensor t = timesteps.to(torch::kCPU, torch::kInt64);
+  if (t.numel() > 0 &&
+      (t.min().item<int64_t>() < 0 || t.max().item<int64_t>() >= num_train_timesteps_)) {
+    throw std::invalid_argument("DDPMNoiseSchedule::add_noise: timesteps must be in [0, " +
+                                std::to_string(num_train_timesteps_) + ")");
+  }
+  std::vector<int64_t> shape(x0.dim(), 1);
+  shape[0] = x0.size(0);
+  const auto opts = torch::TensorOptions().device(x0.device()).dtype(x0.scalar_type());
+  torch::Tensor a = sqrt_alphas_cumprod_.index_select(0, t).view(shape).to(opts);
+  torch::Tensor s = sqrt_one_minus_alphas_cumprod_.index_select(0, t).view(shape).to(opts);
+  return a * x0 + s * noise;
+}
+
+}  // namespace lf

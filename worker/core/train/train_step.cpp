@@ -1,0 +1,38 @@
+// The shared epsilon-prediction loss of one (micro-)batch: kohya's noise / timestep draws, the
+// DDPM forward process, the UNet call and the weighted per-sample MSE sum.
+#include "train/train_step.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "train/loss.h"
+
+namespace lf {
+
+torch::Tensor compute_loss_sum(UNetModel& unet, const DDPMNoiseSchedule& schedule,
+                               const StepInputs& inputs, at::Generator& generator) {
+  const torch::Tensor& latents = inputs.latents;
+  if (!latents.defined() || latents.dim() != 4 || latents.size(0) == 0) {
+    throw std::invalid_argument("compute_loss_sum: latents must be [B, C, h, w] with B >= 1");
+  }
+  const int64_t b = latents.size(0);
+  if (!inputs.context.defined() || inputs.context.size(0) != b || !inputs.loss_weights.defined() ||
+      inputs.loss_weights.dim() != 1 || inputs.loss_weights.size(0) != b) {
+    throw std::invalid_argument("compute_loss_sum: context and loss_weights must have batch " +
+                                std::to_string(b));
+  }
+  const auto cpu_f32 = torch::dtype(torch::kFloat32);
+  torch::Tensor noise_cpu = torch::randn(latents.sizes(), generator, cpu_f32);
+  torch::Tensor t_cpu = torch::randint(0, schedule.num_train_timesteps(), {b}, generator,
+                                       torch::dtype(torch::kInt64));
+  torch::Tensor noise = noise_cpu.to(latents.device(), latents.scalar_type());
+  torch::Tensor timesteps = t_cpu.to(latents.device());
+
+  torch::Tensor noisy = schedule.add_noise(latents, noise, t_cpu);
+  torch::Tensor eps = unet->forward(noisy, timesteps, inputs.context);
+  torch::Tensor per_sample = per_sample_mse(eps, noise);
+  return (per_sample * inputs.loss_weights.to(per_sample.device(), torch::kFloat32)).sum();
+}
+
+}  // namespace lf
