@@ -32,9 +32,14 @@ trap 'kill $COORD 2>/dev/null || true' EXIT
 
 MPI_FLAGS=(--oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+# Under mpirun the workers' stdout is a pseudo-terminal even when ours is a pipe, so say here
+# whether a redrawn progress bar makes sense.
+WORKER_FLAGS=()
+[ -t 1 ] || WORKER_FLAGS+=(--no-progress-bar)
 set +e
-mpirun -np "$NP" "${MPI_FLAGS[@]}" -x LF_LOG_LEVEL \
-  "$BIN/worker/lorafleet-worker" --coordinator 127.0.0.1:50051 2>&1 | tee "$OUT/workers.log"
+mpirun -np "$NP" "${MPI_FLAGS[@]}" \
+  "$BIN/worker/lorafleet-worker" --coordinator 127.0.0.1:50051 "${WORKER_FLAGS[@]}" 2>&1 \
+  | tee "$OUT/workers.log"
 rc=${PIPESTATUS[0]}
 wait $COORD; crc=$?
 set -e

@@ -283,8 +283,6 @@ void validate(const Parser& p, JobConfig& c) {
           std::to_string(w.num_threads));
   require(w.device == "auto" || w.device == "cpu" || w.device == "cuda", "worker.device",
           "one of: auto, cpu, cuda", str(w.device));
-  require(w.register_timeout_seconds >= 1, "worker.register_timeout_seconds", "an integer >= 1",
-          std::to_string(w.register_timeout_seconds));
 }
 
 }  // namespace
@@ -353,8 +351,7 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
       {"worker",
        {p.string_field("metrics_host", &w.metrics_host),
         p.int_field("metrics_port_base", &w.metrics_port_base),
-        p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device),
-        p.int_field("register_timeout_seconds", &w.register_timeout_seconds)}},
+        p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device)}},
   };
 
   if (!root.IsNull()) {

@@ -86,7 +86,6 @@ struct WorkerSection {
   int metrics_port_base = 9410;  // rank r serves /metrics on base + r; 0 disables
   int num_threads = 1;           // intra-op threads per rank (CPU)
   std::string device = "auto";   // auto | cpu | cuda
-  int register_timeout_seconds = 30;
 };
 
 struct JobConfig {

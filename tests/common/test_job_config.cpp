@@ -60,7 +60,6 @@ worker:
   metrics_port_base: 9500
   num_threads: 4
   device: cpu
-  register_timeout_seconds: 60
 )";
 
 const char* const kMinimal = R"(model:
@@ -123,7 +122,6 @@ TEST(JobConfig, ValidFileParsesEveryKey) {
   EXPECT_EQ(c.worker.metrics_port_base, 9500);
   EXPECT_EQ(c.worker.num_threads, 4);
   EXPECT_EQ(c.worker.device, "cpu");
-  EXPECT_EQ(c.worker.register_timeout_seconds, 60);
 }
 
 TEST(JobConfig, MinimalFileKeepsDefaults) {

@@ -34,7 +34,7 @@ int run_worker(int argc, char** argv) {
   app.add_option("--verify-sync-every", verify_sync_every,
                  "every N steps, check that all ranks hold identical LoRA weights (0 = off)");
   app.add_option("--connect-timeout", connect_timeout,
-                 "seconds to wait for the coordinator (default: worker.register_timeout_seconds)");
+                 "seconds to wait for the coordinator to answer (default 30)");
   app.add_option("--stop-at-step", stop_at_step,
                  "stop (with a checkpoint) once global_step reaches N; resume later with --resume");
   app.add_option("--metrics-linger-seconds", metrics_linger_seconds,

@@ -470,7 +470,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       ProgressUpdate up;
       up.rank = rank;
       up.global_step = state.global_step;
-      up.epoch = epoch_1based;
+      up.epoch = state.epoch;  // 0-based, as the coordinator's lorafleet_epoch
       up.loss = loss;
       up.learning_rate = lr;
       up.samples = local_samples_total;
