@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "common/util/log.h"
-#include "coordinator/proto_convert.h"
+#include "proto/proto_convert.h"
 
 namespace lf {
 namespace pb = lorafleet::v1;

@@ -25,7 +25,7 @@
 #include "common/config/job_config.h"
 #include "common/data/epoch_plan.h"
 #include "coordinator/job.h"
-#include "coordinator/proto_convert.h"
+#include "proto/proto_convert.h"
 #include "coordinator/server.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 

@@ -13,6 +13,7 @@
 
 #include "common/util/log.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
+#include "proto/proto_convert.h"
 
 namespace lf {
 namespace pb = lorafleet::v1;
@@ -22,8 +23,6 @@ namespace {
 std::string describe(const grpc::Status& s) {
   return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
 }
-
-BucketReso to_bucket(const pb::Bucket& b) { return BucketReso{b.width(), b.height()}; }
 
 }  // namespace
 
@@ -134,25 +133,7 @@ Dataset CoordinatorClient::get_dataset() {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   grpc::Status s = impl_->stub->GetDataset(&ctx, req, &resp);
   if (!s.ok()) throw CoordinatorError("GetDataset from " + address_ + " failed: " + describe(s));
-  Dataset d;
-  d.num_train_samples = resp.num_train_samples();
-  d.num_reg_samples_raw = resp.num_reg_samples_raw();
-  for (const auto& b : resp.buckets()) d.predefined_buckets.push_back(to_bucket(b));
-  d.images.reserve(resp.images_size());
-  for (const auto& e : resp.images()) {
-    ImageRecord r;
-    r.index = e.index();
-    r.path = e.path();
-    r.caption = e.caption();
-    r.is_reg = e.is_reg();
-    r.width = e.width();
-    r.height = e.height();
-    r.bucket.bucket = to_bucket(e.bucket());
-    r.bucket.resized_width = e.resized_width();
-    r.bucket.resized_height = e.resized_height();
-    d.images.push_back(std::move(r));
-  }
-  return d;
+  return dataset_from_proto(resp);
 }
 
 EpochPlan CoordinatorClient::get_epoch_plan(int epoch) {
@@ -166,18 +147,7 @@ EpochPlan CoordinatorClient::get_epoch_plan(int epoch) {
     throw CoordinatorError("GetEpochPlan(" + std::to_string(epoch) + ") from " + address_ +
                            " failed: " + describe(s));
   }
-  EpochPlan plan;
-  plan.epoch = resp.epoch();
-  plan.batches.reserve(resp.batches_size());
-  for (const auto& b : resp.batches()) {
-    GlobalBatch gb;
-    gb.bucket = to_bucket(b.bucket());
-    gb.samples.reserve(b.samples_size());
-    for (const auto& smp : b.samples()) gb.samples.push_back({smp.image_index(), smp.loss_weight()});
-    plan.batches.push_back(std::move(gb));
-  }
-  plan.reg_indices.assign(resp.reg_indices().begin(), resp.reg_indices().end());
-  return plan;
+  return epoch_plan_from_proto(resp);
 }
 
 void CoordinatorClient::report_progress_async(const ProgressUpdate& update) {

@@ -1,6 +1,6 @@
 // Field-by-field mapping between lorafleet's plain dataset/plan types and lorafleet.v1 messages.
 // Sizes stay in pixels and indices stay positions in Dataset::images on both sides.
-#include "coordinator/proto_convert.h"
+#include "proto/proto_convert.h"
 
 namespace lf {
 namespace pb = lorafleet::v1;
