@@ -29,13 +29,13 @@ APT_PACKAGES=(
   libcpp-httplib-dev libcli11-dev libssl-dev zlib1g-dev libpcre2-dev
   prometheus
 )
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   log "apt-get install ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   # prometheus brings promtool; do not let its service start inside containers.
@@ -47,7 +47,12 @@ fi
 # --- LibTorch from the PyPI torch wheel ----------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
-  python3 -m venv "$VENV"
+  # Debian's own python3 needs python3-venv for this (a pyenv/python.org python has it built in).
+  python3 -m venv "$VENV" 2>/dev/null || {
+    rm -rf "$VENV"
+    $SUDO apt-get install -y -qq --no-install-recommends python3-venv python3-pip >/dev/null
+    python3 -m venv "$VENV"
+  }
 fi
 if ! "$VENV/bin/python" -c "import torch,sys; sys.exit(0 if torch.__version__.split('+')[0]=='$TORCH_VERSION' else 1)" 2>/dev/null; then
   log "pip install torch==$TORCH_VERSION (large download, once)"
@@ -74,7 +79,9 @@ SKDATA="$DEPS/skimage/usr/lib/python3/dist-packages/skimage/data"
 if [ ! -f "$SKDATA/astronaut.png" ]; then
   log "extracting $SKIMAGE_DEB sample images"
   tmp="$(mktemp -d)"
-  (cd "$tmp" && apt-get download -qq "$SKIMAGE_DEB")
+  # apt-get download needs package lists; a fresh image may have none until an update.
+  (cd "$tmp" && apt-get download -qq "$SKIMAGE_DEB") ||
+    { $SUDO apt-get update -qq && (cd "$tmp" && apt-get download -qq "$SKIMAGE_DEB"); }
   rm -rf "$DEPS/skimage"
   dpkg -x "$tmp"/python3-skimage_*.deb "$DEPS/skimage"
   rm -rf "$tmp"
