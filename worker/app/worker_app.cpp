@@ -7,7 +7,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <iostream>
 
 #include "common/config/job_config.h"
 #include "common/util/log.h"

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <sstream>
@@ -35,6 +36,22 @@ std::string basename_of(const std::string& path) {
 }
 
 }  // namespace
+
+std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan) {
+  std::map<BucketReso, std::size_t> counts;
+  for (const auto& batch : plan.batches) counts[batch.bucket] += batch.samples.size();
+  double ar_error_sum = 0.0;
+  for (const auto& img : dataset.images) ar_error_sum += std::abs(img.bucket.ar_error);
+  std::string s = "{\"buckets\": {";
+  int i = 0;
+  for (const auto& [reso, n] : counts) {
+    if (i) s += ", ";
+    s += "\"" + std::to_string(i++) + "\": {\"resolution\": [" + std::to_string(reso.width) +
+         ", " + std::to_string(reso.height) + "], \"count\": " + std::to_string(n) + "}";
+  }
+  const double mean = dataset.images.empty() ? 0.0 : ar_error_sum / dataset.images.size();
+  return s + "}, \"mean_img_ar_error\": " + py_float(mean) + "}";
+}
 
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
                                                        const LoRATrainingFacts& f) {

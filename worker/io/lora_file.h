@@ -10,6 +10,8 @@
 #include <string>
 
 #include "common/config/job_config.h"
+#include "common/data/dataset.h"
+#include "common/data/epoch_plan.h"
 
 namespace lf {
 
@@ -27,6 +29,12 @@ struct LoRATrainingFacts {
   int world_size = 1;
   std::string bucket_info_json;       // {"buckets": {...}, "mean_img_ar_error": x}
 };
+
+// kohya ss_bucket_info JSON: {"buckets": {"0": {"resolution": [w, h], "count": n}, ...},
+// "mean_img_ar_error": x}. As kohya, count is the samples of the bucket in an epoch (repeats and
+// regularization samples included, taken from the epoch plan), buckets in sorted order, and the
+// mean |aspect-ratio error| is over images.
+std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan);
 
 // Builds the ss_* metadata map (all values strings, Python str() style: "True"/"False").
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,

@@ -9,9 +9,8 @@
 
 namespace lf {
 
-LatentCache::LatentCache(const Dataset& dataset, std::uint64_t seed, at::Device device,
-                         EncodeFn encode)
-    : dataset_(dataset), seed_(seed), device_(device), encode_(std::move(encode)) {}
+LatentCache::LatentCache(const Dataset& dataset, at::Device device, EncodeFn encode)
+    : dataset_(dataset), device_(device), encode_(std::move(encode)) {}
 
 at::Tensor LatentCache::image_tensor(const ImageRecord& record) {
   const RgbImage full = load_rgb_image(record.path);
@@ -37,7 +36,7 @@ const at::Tensor& LatentCache::get(int index) {
   }
   const ImageRecord& rec = dataset_.images[index];
   at::Tensor pixels = image_tensor(rec).to(device_);
-  at::Tensor latents = encode_(pixels, seed_ + static_cast<std::uint64_t>(index)).squeeze(0);
+  at::Tensor latents = encode_(pixels, index).squeeze(0);
   return cache_.emplace(index, latents.detach()).first->second;
 }
 

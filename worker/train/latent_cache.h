@@ -1,7 +1,7 @@
 // In-memory latent cache: each image is decoded, resized/cropped to its bucket, and encoded by
 // the VAE once, on first use; later epochs reuse the latents (kohya cache_latents, in memory).
-// The VAE's sampling noise is seeded by (seed, image index), so every rank and every rerun or
-// resume gets the same latents for the same image.
+// The encode function seeds the VAE's sampling noise by image (rng_streams.h), so every rank and
+// every rerun or resume gets the same latents for the same image.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,9 +16,9 @@ namespace lf {
 
 class LatentCache {
  public:
-  // encode: [1,3,H,W] image in [-1,1] + seed → [1,4,H/8,W/8] scaled latents (on `device`).
-  using EncodeFn = std::function<at::Tensor(const at::Tensor&, std::uint64_t seed)>;
-  LatentCache(const Dataset& dataset, std::uint64_t seed, at::Device device, EncodeFn encode);
+  // encode: ([1,3,H,W] image in [-1,1] on `device`, image index) → [1,4,H/8,W/8] scaled latents.
+  using EncodeFn = std::function<at::Tensor(const at::Tensor&, int image_index)>;
+  LatentCache(const Dataset& dataset, at::Device device, EncodeFn encode);
 
   // [4, h, w] latents of image `index` (encodes on first use). Throws DatasetError naming the
   // file if it no longer decodes.
@@ -30,7 +30,6 @@ class LatentCache {
 
  private:
   const Dataset& dataset_;
-  std::uint64_t seed_;
   at::Device device_;
   EncodeFn encode_;
   std::unordered_map<int, at::Tensor> cache_;

@@ -1,0 +1,71 @@
+// Collective checkpoint writing (see header).
+#include "worker/train/checkpoint_writer.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "common/util/log.h"
+#include "worker/io/lora_file.h"
+#include "worker/train/rng_streams.h"
+
+namespace fs = std::filesystem;
+
+namespace lf {
+
+CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool final_save,
+                                                  const EpochPlan& plan) {
+  const int rank = comm.rank();
+  const fs::path out_dir(config.output.output_dir);
+  const fs::path root = out_dir / "checkpoints";
+  const std::string name = checkpoint_dir_name(state.global_step);
+  const std::string staging = (root / ("." + name + ".tmp")).string();
+
+  if (rank == 0) prepare_staging_dir(root.string(), state.global_step);
+  comm.barrier();
+  // The generator that step `global_step` will draw from, as the resume check expects.
+  auto gen = make_cpu_generator(noise_stream_seed(job.shared_seed, rank, state.global_step));
+  save_rng_state(staging, rank, gen.get_state());
+
+  Written written;
+  written.checkpoint_dir = (root / name).string();
+  if (rank == 0) {
+    LoRATrainingFacts facts;
+    facts.session_id = state.session_id;
+    facts.training_started_at = state.training_started_at;
+    facts.epoch = state.step_in_epoch == 0 ? state.epoch : state.epoch + 1;
+    facts.steps = state.global_step;
+    facts.max_train_steps = job.max_train_steps;
+    facts.num_epochs = job.num_epochs;
+    facts.num_batches_per_epoch = static_cast<std::int64_t>(plan.batches.size());
+    facts.num_train_images = dataset.num_train_samples;
+    facts.num_reg_images = dataset.num_reg_samples_raw;
+    facts.world_size = comm.world_size();
+    facts.bucket_info_json = kohya_bucket_info_json(dataset, plan);
+    const auto lora_state = lora.state_dict();
+    const auto metadata = kohya_lora_metadata(config, facts);
+    save_kohya_lora((fs::path(staging) / "lora.safetensors").string(), lora_state, metadata);
+    TrainState to_save = state;
+    to_save.optimizer = optimizer.state_dict(param_names);
+    save_train_state(staging, to_save);
+    comm.barrier();  // every rank's RNG file is durable
+    publish_staging_dir(staging, root.string(), state.global_step);
+    const std::string copy_name =
+        final_save ? config.output.output_name + ".safetensors"
+                   : config.output.output_name + "-step" + name.substr(5) + ".safetensors";
+    save_kohya_lora((out_dir / copy_name).string(), lora_state, metadata);
+    prune_checkpoints(root.string(), config.output.keep_last_n_checkpoints);
+    written.lora_path = (out_dir / copy_name).string();
+  } else {
+    comm.barrier();
+  }
+  comm.barrier();  // published before anyone reports it
+  const bool committed = coordinator.commit_checkpoint(rank, state.global_step,
+                                                       written.checkpoint_dir);
+  if (rank == 0) {
+    LF_INFO("checkpoint " << written.checkpoint_dir << (committed ? " committed" : " written"));
+  }
+  return written;
+}
+
+}  // namespace lf

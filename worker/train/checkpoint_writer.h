@@ -1,0 +1,43 @@
+// Writes one checkpoint collectively (see worker/io/checkpoint.h for the layout):
+//   rank 0 prepares a staging dir → every rank saves its RNG state → rank 0 writes the LoRA and
+//   the train state → barrier → rank 0 renames the dir into place and writes the kohya-style
+//   LoRA copy next to it → barrier → every rank reports the step to the coordinator.
+// A failure on any rank aborts the MPI job (worker_app), so nobody waits in a barrier forever;
+// the previous checkpoint is never touched.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config/job_config.h"
+#include "common/data/dataset.h"
+#include "worker/core/lora/lora_network.h"
+#include "worker/core/train/optimizer.h"
+#include "worker/dist/communicator.h"
+#include "worker/io/checkpoint.h"
+#include "worker/rpc/coordinator_client.h"
+
+namespace lf {
+
+struct CheckpointWriter {
+  const JobConfig& config;
+  const JobAssignment& job;
+  const Dataset& dataset;
+  Communicator& comm;
+  CoordinatorClient& coordinator;
+  LoRANetwork& lora;
+  LoRAOptimizer& optimizer;
+  std::vector<std::string> param_names;
+
+  struct Written {
+    std::string checkpoint_dir;  // <output_dir>/checkpoints/step-XXXXXXXX
+    std::string lora_path;       // <output_dir>/<output_name>[-stepXXXXXXXX].safetensors
+  };
+
+  // `state` is the position to resume from. final_save names the LoRA copy <output_name>
+  // instead of <output_name>-stepXXXXXXXX. `plan` (the current epoch's) feeds the ss_* metadata.
+  Written write(const TrainState& state, bool final_save, const EpochPlan& plan);
+};
+
+}  // namespace lf

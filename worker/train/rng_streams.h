@@ -1,0 +1,24 @@
+// The job's random streams, each a pure function of the shared seed and a position, so that
+// reruns, resumes and ranks agree without exchanging RNG state:
+//   noise + timesteps  (seed, rank, global_step)  ranks differ, reruns repeat
+//   VAE latent noise   (seed, image index)        every rank encodes an image identically
+//   LoRA init          (seed)                     rank 0's draw is broadcast anyway
+// Streams are kept apart by a fixed tag mixed in with mix_seed (SplitMix64).
+#pragma once
+
+#include <cstdint>
+
+#include "worker/core/train/seeding.h"
+
+namespace lf {
+
+inline std::uint64_t noise_stream_seed(std::uint64_t seed, int rank, std::int64_t global_step) {
+  return mix_seed(seed, /*tag=*/1,
+                  (static_cast<std::uint64_t>(rank) << 40) ^ static_cast<std::uint64_t>(global_step));
+}
+inline std::uint64_t latent_stream_seed(std::uint64_t seed, int image_index) {
+  return mix_seed(seed, /*tag=*/2, static_cast<std::uint64_t>(image_index));
+}
+inline std::uint64_t lora_init_seed(std::uint64_t seed) { return mix_seed(seed, /*tag=*/3, 0); }
+
+}  // namespace lf
