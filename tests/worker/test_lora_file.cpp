@@ -1,0 +1,96 @@
+// kohya LoRA files: tensors round-trip, ss_* metadata values, and the sshs hashes computed the
+// way kohya's precalculate_safetensors_hashes does (checked against an independent SHA-256 of
+// the file's data section).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "common/config/job_config.h"
+#include "common/io/safetensors.h"
+#include "common/io/sha256.h"
+#include "worker/io/lora_file.h"
+#include "worker/io/tensor_file.h"
+
+namespace fs = std::filesystem;
+
+namespace lf {
+namespace {
+
+JobConfig demo_config() {
+  return parse_job_config(
+      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
+      "dataset:\n  train_data_dir: /d\n  resolution: [384, 256]\n"
+      "network:\n  network_dim: 8\n  network_alpha: 4\n"
+      "training:\n  seed: 9\n  train_batch_size: 3\n  learning_rate: 0.0002\n"
+      "output:\n  output_name: mine\n",
+      "t.yaml");
+}
+
+TEST(LoRAFile, MetadataCarriesKohyaKeys) {
+  LoRATrainingFacts f;
+  f.steps = 50;
+  f.epoch = 2;
+  f.num_train_images = 100;
+  f.num_reg_images = 9;
+  f.world_size = 2;
+  const auto m = kohya_lora_metadata(demo_config(), f);
+  EXPECT_EQ(m.at("ss_network_module"), "networks.lora");
+  EXPECT_EQ(m.at("ss_network_dim"), "8");
+  EXPECT_EQ(m.at("ss_network_alpha"), "4.0");
+  EXPECT_EQ(m.at("ss_learning_rate"), "0.0002");
+  EXPECT_EQ(m.at("ss_steps"), "50");
+  EXPECT_EQ(m.at("ss_epoch"), "2");
+  EXPECT_EQ(m.at("ss_num_train_images"), "100");
+  EXPECT_EQ(m.at("ss_num_reg_images"), "9");
+  EXPECT_EQ(m.at("ss_total_batch_size"), "6");
+  EXPECT_EQ(m.at("ss_resolution"), "(384, 256)");
+  EXPECT_EQ(m.at("ss_seed"), "9");
+  EXPECT_EQ(m.at("ss_sd_model_name"), "base.safetensors");
+  EXPECT_EQ(m.at("ss_base_model_version"), "sd_v1");
+  EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v1/lora");
+  EXPECT_EQ(m.at("modelspec.resolution"), "384x256");
+}
+
+TEST(LoRAFile, BucketInfoCountsPlanSamplesPerBucket) {
+  Dataset d;
+  d.images.resize(2);
+  d.images[0].bucket.ar_error = 0.25;
+  d.images[1].bucket.ar_error = -0.75;
+  EpochPlan plan;
+  plan.batches.push_back({{256, 320}, {{0, 1.f}, {0, 1.f}}});
+  plan.batches.push_back({{128, 64}, {{1, 1.f}}});
+  plan.batches.push_back({{256, 320}, {{0, 1.f}}});
+  EXPECT_EQ(kohya_bucket_info_json(d, plan),
+            "{\"buckets\": {\"0\": {\"resolution\": [128, 64], \"count\": 1}, "
+            "\"1\": {\"resolution\": [256, 320], \"count\": 3}}, \"mean_img_ar_error\": 0.5}");
+}
+
+TEST(LoRAFile, SavedFileRoundTripsWithSshsHashes) {
+  const fs::path dir = fs::temp_directory_path() / ("lf_lora_file_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "x.safetensors").string();
+  torch::manual_seed(3);
+  std::map<std::string, at::Tensor> state = {
+      {"lora_unet_a.lora_down.weight", torch::randn({4, 32})},
+      {"lora_unet_a.lora_up.weight", torch::randn({32, 4})},
+      {"lora_unet_a.alpha", torch::tensor(2.0f)},
+  };
+  save_kohya_lora(path, state, {{"ss_network_dim", "4"}, {"modelspec.title", "x"}});
+
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  const auto& meta = file.metadata();
+  // sshs_model_hash = SHA-256 of the data section, which does not depend on the metadata.
+  EXPECT_EQ(meta.at("sshs_model_hash"), sha256_hex(file.data_section(), file.data_size()));
+  // The file is < 1 MiB, so kohya's legacy slice at 0x100000 is empty: SHA-256("")[:8].
+  EXPECT_EQ(meta.at("sshs_legacy_hash"), "e3b0c442");
+  EXPECT_EQ(meta.at("modelspec.title"), "x");
+  const auto loaded = load_safetensors(path);
+  ASSERT_EQ(loaded.tensors.size(), 3u);
+  for (const auto& [k, v] : state) EXPECT_TRUE(torch::equal(loaded.tensors.at(k), v)) << k;
+  EXPECT_EQ(loaded.tensors.at("lora_unet_a.alpha").dim(), 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lf
