@@ -13,21 +13,10 @@ namespace lf {
 // 48,894 merges (lines 1..48894 of the vocab file) joined, then <|startoftext|> 49406 and
 // <|endoftext|> 49407. Merge rank is line order.
 //
-// Text clean-up follows simple_tokenizer's basic_clean + whitespace_clean + lower():
-//   ftfy.fix_text -> html.unescape twice -> strip -> collapse whitespace -> lower.
-// Done exactly here (tables from Python 3.11 / ftfy 6.3 / Unicode 14, as PCRE2 10.42 uses):
-//   - ftfy fixers, repeated until nothing changes like ftfy's loop: HTML unescape (only when the
-//     input has no '<'), C1 controls read as windows-1252, Latin ligatures, half/fullwidth forms,
-//     curly quotes, ANSI terminal escapes, removal of the control characters ftfy removes;
-//   - numeric character references (&#233; &#xE9;) with html's windows-1252/invalid rules;
-//   - Python str.split() whitespace; Python str.lower() for single code points (PCRE2 Unicode
-//     case tables plus U+0130, Roman numerals and circled letters, which PCRE2 leaves alone).
-// Not done (documented differences from the reference; rare in training captions):
-//   - ftfy's mojibake repair (fix_encoding) and NFC normalisation: feed NFC UTF-8;
-//   - named HTML entities other than &amp; &lt; &gt; &quot; &apos; &nbsp; (and the
-//     semicolon-less &amp &lt &gt &quot &nbsp, upper-case &AMP &LT &GT &QUOT), which stay as text;
-//   - Greek final sigma: Σ becomes ς only when directly preceded by a cased letter and not
-//     directly followed by one (Python also skips case-ignorable characters in between).
+// Text clean-up (ftfy + html.unescape + whitespace + lower, as simple_tokenizer's basic_clean,
+// whitespace_clean and lower()) is clip_clean_text() in common/text/text_cleanup.h, which
+// documents exactly what it does and does not reproduce.
+//
 // The special-token regex alternatives are the openai ones (<|startoftext|>, <|endoftext|>);
 // open_clip 3.x spells them <start_of_text>/<end_of_text> but gives them the same ids.
 class CLIPTokenizer {
@@ -56,8 +45,8 @@ class CLIPTokenizer {
 
   int vocab_size() const;
 
-  // The clean-up applied by encode() (see above), UTF-8 in and out.
-  // Throws std::invalid_argument if text is not valid UTF-8.
+  // The clean-up applied by encode(): clip_clean_text(text) (common/text/text_cleanup.h),
+  // UTF-8 in and out. Throws std::invalid_argument if text is not valid UTF-8.
   static std::string clean_text(const std::string& text);
 
  private:
