@@ -1,0 +1,242 @@
+// LoRA training-step benchmark on lf_train_core: option parsing, the timed loop (the same
+// compute_loss_sum / backward / LoRAOptimizer sequence as the worker's step) and the JSON line.
+// The peer measurement is bench/peer_diffusers_train_step.py; bench/README.md has the figures.
+#include "train_step_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "lora/lora_network.h"
+#include "model/model_config.h"
+#include "model/unet.h"
+#include "train/noise_schedule.h"
+#include "train/optimizer.h"
+#include "train/seeding.h"
+#include "train/train_step.h"
+
+namespace lf {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+int64_t parse_int(const std::string& flag, const std::string& value, int64_t min_value) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty() || v < min_value) {
+    throw std::invalid_argument(flag + ": expected an integer >= " + std::to_string(min_value) +
+                                ", got \"" + value + "\"");
+  }
+  return v;
+}
+
+double parse_double(const std::string& flag, const std::string& value) {
+  size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty()) {
+    throw std::invalid_argument(flag + ": expected a number, got \"" + value + "\"");
+  }
+  return v;
+}
+
+// ru_maxrss of this process in MiB (Linux reports KiB).
+double max_rss_mib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0 / kMiB;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string train_step_bench_usage() {
+  return "usage: lorafleet-bench-train-step [--preset tiny|sd15] [--batch B] [--latent HxW]\n"
+         "         [--network-dim R] [--network-alpha A] [--device cpu|cuda[:N]]\n"
+         "         [--dtype fp32|bf16] [--warmup N] [--steps N] [--threads T] [--seed S]\n"
+         "         [--lr LR]\n"
+         "Times LoRA training steps (forward, MSE, backward, AdamW) of the preset's UNet and\n"
+         "prints one JSON line. Defaults: tiny, batch 2, latent 32x32, R 4, alpha = R, cpu,\n"
+         "fp32, warmup 3, steps 30, 1 thread, seed 1234, lr 1e-4; context length 77.\n";
+}
+
+bool parse_train_step_bench_args(int argc, const char* const* argv,
+                                 TrainStepBenchOptions& options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") return false;
+    if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
+    const std::string value = argv[++i];
+    if (flag == "--preset") {
+      model_preset(value);  // validates the name
+      options.preset = value;
+    } else if (flag == "--batch") {
+      options.batch = parse_int(flag, value, 1);
+    } else if (flag == "--latent") {
+      const size_t x = value.find('x');
+      if (x == std::string::npos) {
+        throw std::invalid_argument("--latent: expected HxW, got \"" + value + "\"");
+      }
+      options.latent_h = parse_int(flag, value.substr(0, x), 1);
+      options.latent_w = parse_int(flag, value.substr(x + 1), 1);
+    } else if (flag == "--network-dim") {
+      options.network_dim = parse_int(flag, value, 1);
+    } else if (flag == "--network-alpha") {
+      options.network_alpha = parse_double(flag, value);
+    } else if (flag == "--device") {
+      if (value != "cpu" && value.rfind("cuda", 0) != 0) {
+        throw std::invalid_argument("--device: expected cpu or cuda[:N], got \"" + value + "\"");
+      }
+      options.device = value;
+    } else if (flag == "--dtype") {
+      if (value != "fp32" && value != "bf16") {
+        throw std::invalid_argument("--dtype: expected fp32 or bf16, got \"" + value + "\"");
+      }
+      options.dtype = value;
+    } else if (flag == "--warmup") {
+      options.warmup = parse_int(flag, value, 0);
+    } else if (flag == "--steps") {
+      options.steps = parse_int(flag, value, 1);
+    } else if (flag == "--threads") {
+      options.threads = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--seed") {
+      options.seed = static_cast<uint64_t>(parse_int(flag, value, 0));
+    } else if (flag == "--lr") {
+      options.lr = parse_double(flag, value);
+    } else {
+      throw std::invalid_argument("unknown flag " + flag);
+    }
+  }
+  return true;
+}
+
+TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) {
+  using clock = std::chrono::steady_clock;
+  TrainStepBenchResult result;
+  const ModelPreset preset = model_preset(options.preset);
+  const torch::Device device(options.device);
+  const bool cuda = device.is_cuda();
+  if (cuda && !torch::cuda::is_available()) {
+    throw std::runtime_error("--device " + options.device + ": CUDA is not available");
+  }
+  const auto dtype = options.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  torch::set_num_threads(options.threads);
+  result.rss_before_model_mib = max_rss_mib();
+
+  const auto setup_start = clock::now();
+  torch::manual_seed(options.seed);  // the UNet's default init uses the global generator
+  UNetModel unet(preset.unet);
+  unet->to(device, dtype);
+  at::Generator lora_gen = make_cpu_generator(mix_seed(options.seed, 1, 0));
+  LoRANetwork network(unet, options.network_dim, options.network_alpha, lora_gen);
+  LoRAOptimizer optimizer(network.parameters(), AdamWOptions{});
+  DDPMNoiseSchedule schedule;
+
+  at::Generator input_gen = make_cpu_generator(mix_seed(options.seed, 2, 0));
+  StepInputs inputs;
+  const int64_t b = options.batch;
+  inputs.latents = torch::randn({b, preset.unet.in_channels, options.latent_h, options.latent_w},
+                                input_gen, torch::dtype(torch::kFloat32))
+                       .to(device, dtype);
+  inputs.context = torch::randn({b, options.context_len, preset.unet.context_dim}, input_gen,
+                                torch::dtype(torch::kFloat32))
+                       .to(device, dtype);
+  inputs.loss_weights = torch::ones({b}, torch::dtype(torch::kFloat32)).to(device);
+  if (cuda) torch::cuda::synchronize();
+  result.setup_s = std::chrono::duration<double>(clock::now() - setup_start).count();
+
+  for (const auto& p : unet->parameters()) result.unet_params += p.numel();
+  result.lora_params = static_cast<int64_t>(network.num_parameters());
+  result.lora_modules = static_cast<int64_t>(network.module_names().size());
+
+  unet->train();
+  torch::Tensor loss;
+  for (int64_t step = 0; step < options.warmup + options.steps; ++step) {
+    const auto start = clock::now();
+    at::Generator gen = make_cpu_generator(mix_seed(options.seed, 0, static_cast<uint64_t>(step)));
+    loss = compute_loss_sum(unet, schedule, inputs, gen) / static_cast<double>(b);
+    loss.backward();
+    optimizer.step(options.lr);
+    optimizer.zero_grad();
+    if (cuda) torch::cuda::synchronize();
+    const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (step >= options.warmup) result.step_seconds.push_back(seconds);
+  }
+  result.final_loss = loss.item<double>();
+
+  std::vector<double> sorted = result.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  result.median_step_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  result.mean_step_s = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
+  result.min_step_s = sorted.front();
+  if (cuda) {
+    const int64_t peak = cuda_peak_allocated_bytes(device.has_index() ? device.index() : 0);
+    if (peak < 0) throw std::runtime_error("this build has no c10_cuda memory statistics");
+    result.peak_mem_mib = static_cast<double>(peak) / kMiB;
+    result.peak_mem_kind = "cuda_max_allocated";
+  } else {
+    result.peak_mem_mib = max_rss_mib();
+    result.peak_mem_kind = "ru_maxrss";
+  }
+  return result;
+}
+
+std::string train_step_bench_json(const TrainStepBenchOptions& o, const TrainStepBenchResult& r) {
+  const double alpha = o.network_alpha > 0 ? o.network_alpha : static_cast<double>(o.network_dim);
+  std::ostringstream s;
+  s << "{\"impl\": \"lorafleet\", \"torch\": " << json_string(TORCH_VERSION)
+    << ", \"preset\": " << json_string(o.preset) << ", \"device\": " << json_string(o.device)
+    << ", \"dtype\": " << json_string(o.dtype) << ", \"batch\": " << o.batch
+    << ", \"latent\": \"" << o.latent_h << "x" << o.latent_w << "\""
+    << ", \"context_len\": " << o.context_len << ", \"network_dim\": " << o.network_dim
+    << ", \"network_alpha\": " << json_number(alpha) << ", \"threads\": " << o.threads
+    << ", \"warmup\": " << o.warmup << ", \"steps\": " << o.steps
+    << ", \"unet_params\": " << r.unet_params << ", \"lora_params\": " << r.lora_params
+    << ", \"lora_modules\": " << r.lora_modules
+    << ", \"median_step_s\": " << json_number(r.median_step_s)
+    << ", \"mean_step_s\": " << json_number(r.mean_step_s)
+    << ", \"min_step_s\": " << json_number(r.min_step_s)
+    << ", \"steps_per_s\": " << json_number(1.0 / r.median_step_s)
+    << ", \"samples_per_s\": " << json_number(static_cast<double>(o.batch) / r.median_step_s)
+    << ", \"peak_mem_mib\": " << json_number(r.peak_mem_mib)
+    << ", \"peak_mem_kind\": " << json_string(r.peak_mem_kind)
+    << ", \"rss_before_model_mib\": " << json_number(r.rss_before_model_mib)
+    << ", \"setup_s\": " << json_number(r.setup_s)
+    << ", \"final_loss\": " << json_number(r.final_loss) << "}";
+  return s.str();
+}
+
+}  // namespace lf
