@@ -37,6 +37,9 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
   }
   ServiceOptions service_options = options.service;
   service_options.world_size = options.world_size;
+  if (!options.service_timeouts_overridden) {
+    service_options.worker_timeout = std::chrono::seconds(config_.coordinator.worker_timeout_seconds);
+  }
   job_ = std::make_unique<CoordinatorJob>(config_);
   metrics_ = std::make_unique<CoordinatorMetrics>();
   service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options);

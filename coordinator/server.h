@@ -30,6 +30,9 @@ struct CoordinatorOptions {
   std::optional<int> linger_seconds;
   // Registration barrier, liveness and failure handling (see ServiceOptions).
   ServiceOptions service;
+  // true: keep service.worker_timeout as given (tests) instead of the config's
+  // coordinator.worker_timeout_seconds.
+  bool service_timeouts_overridden = false;
 };
 
 class CoordinatorServer {

@@ -485,7 +485,16 @@ void CoordinatorService::tick_loop() {
     if (registration_complete_) {
       for (std::size_t r = 0; r < ranks_.size(); ++r) {
         RankState& s = ranks_[r];
-        if (!s.registered || s.finished || s.stall_warned) continue;
+        if (!s.registered || s.finished) continue;
+        if (now - s.last_seen >= options_.worker_timeout) {
+          finish_job(1, "rank " + std::to_string(r) + " (host " + s.hostname + ", pid " +
+                            std::to_string(s.pid) + ") silent for " +
+                            seconds_text(options_.worker_timeout) + " (last global_step " +
+                            std::to_string(s.global_step) +
+                            "): presumed dead (coordinator.worker_timeout_seconds)");
+          break;
+        }
+        if (s.stall_warned) continue;
         if (now - s.last_seen >= options_.stall_warning) {
           s.stall_warned = true;
           LF_WARN("rank " << r << " (host " << s.hostname << ", pid " << s.pid

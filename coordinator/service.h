@@ -31,6 +31,9 @@ struct ServiceOptions {
   std::chrono::milliseconds alive_window = std::chrono::seconds(30);
   // A rank silent for this long is reported (WARN, once per silence) by the stall inspector.
   std::chrono::milliseconds stall_warning = std::chrono::seconds(60);
+  // A registered, unfinished rank silent for this long is presumed dead: the job ends with
+  // exit code 1 (workers heartbeat every 5 s, so only a dead or wedged rank is this quiet).
+  std::chrono::milliseconds worker_timeout = std::chrono::seconds(120);
   // After a rank reports failure, the job ends when all ranks have finished or after this long,
   // whichever is first (the other ranks usually die with it and never call Finish).
   std::chrono::milliseconds failure_grace = std::chrono::seconds(30);

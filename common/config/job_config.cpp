@@ -275,6 +275,9 @@ void validate(const Parser& p, JobConfig& c) {
           "nothing");
   require(co.linger_seconds >= 0, "coordinator.linger_seconds", "an integer >= 0",
           std::to_string(co.linger_seconds));
+  require(co.worker_timeout_seconds >= 10, "coordinator.worker_timeout_seconds",
+          "an integer >= 10 (workers heartbeat every 5 s)",
+          std::to_string(co.worker_timeout_seconds));
 
   const auto& w = c.worker;
   require(w.metrics_port_base >= 0 && w.metrics_port_base <= 65535, "worker.metrics_port_base",
@@ -347,7 +350,8 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
       {"coordinator",
        {p.string_field("listen_address", &co.listen_address),
         p.string_field("metrics_address", &co.metrics_address),
-        p.int_field("linger_seconds", &co.linger_seconds)}},
+        p.int_field("linger_seconds", &co.linger_seconds),
+        p.int_field("worker_timeout_seconds", &co.worker_timeout_seconds)}},
       {"worker",
        {p.string_field("metrics_host", &w.metrics_host),
         p.int_field("metrics_port_base", &w.metrics_port_base),

@@ -79,6 +79,10 @@ struct CoordinatorSection {
   std::string metrics_address = "127.0.0.1:9400";  // "" disables /metrics
   // Seconds to keep serving /metrics after the job ends (lets dashboards scrape the end).
   int linger_seconds = 0;
+  // A registered rank silent this long (workers heartbeat every few seconds) is presumed dead
+  // and the job ends with exit code 1, so a crashed or killed rank never leaves the coordinator
+  // waiting forever.
+  int worker_timeout_seconds = 120;
 };
 
 struct WorkerSection {

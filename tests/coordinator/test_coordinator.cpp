@@ -60,8 +60,14 @@ class CoordinatorTest : public ::testing::Test {
     copy_image("camera.png", *root_ / "reg/1_grey", "");
     copy_image("moon.png", *root_ / "reg/1_grey", "");
     copy_image("coins.png", *root_ / "reg/1_grey", "");
-    // The coordinator only checks that these exist; workers load them.
-    std::ofstream(*root_ / "model.safetensors") << "placeholder";
+    // The coordinator only validates the checkpoint's header (an empty safetensors file is
+    // valid) and that the vocabulary exists; workers load them.
+    {
+      std::ofstream f(*root_ / "model.safetensors", std::ios::binary);
+      const char header_len[8] = {8, 0, 0, 0, 0, 0, 0, 0};
+      f.write(header_len, 8);
+      f << "{}      ";
+    }
     std::ofstream(*root_ / "vocab.txt.gz") << "placeholder";
   }
   static void TearDownTestSuite() {
@@ -389,7 +395,7 @@ TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
   EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_workers_alive"), 2.0);
   EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_world_size"), 2.0);
   EXPECT_DOUBLE_EQ(metric_value(body, "lorafleet_job_max_train_steps"), 10.0);
-  EXPECT_NE(body.find("lorafleet_worker_global_step{rank=\"1\"} 7"), std::string::npos) << body;
+  EXPECT_NE(body.find("lorafleet_rank_global_step{rank=\"1\"} 7"), std::string::npos) << body;
   if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
     const fs::path file = *root_ / "metrics.txt";
     std::ofstream(file) << body;
@@ -518,6 +524,33 @@ TEST_F(CoordinatorTest, RegistrationTimesOutAndWithdrawsTheRank) {
   // world_size was withdrawn too: a retry with another world_size is accepted.
   EXPECT_TRUE(do_register(*stub, 0, 1, &r).ok());
   EXPECT_EQ(r.world_size(), 1);
+}
+
+TEST_F(CoordinatorTest, SilentRankIsPresumedDeadAndEndsTheJob) {
+  CoordinatorOptions o = fast_options();
+  o.service.worker_timeout = std::chrono::milliseconds(600);
+  o.service_timeouts_overridden = true;
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  auto stub = stub_for(server.address());
+  pb::RegisterResponse r;
+  ASSERT_TRUE(do_register(*stub, 0, 1, &r).ok());
+  // A heartbeat (a repeated progress report) keeps the rank alive past the timeout...
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    pb::ProgressReport rep;
+    rep.set_rank(0);
+    pb::ProgressAck ack;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 5);
+    ASSERT_TRUE(stub->ReportProgress(&ctx, rep, &ack).ok());
+  }
+  EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
+  // ...and silence beyond it ends the job with exit code 1 instead of waiting forever.
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
 }
 
 TEST_F(CoordinatorTest, ShutdownReleasesBlockedRegister) {

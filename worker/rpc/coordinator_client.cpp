@@ -1,6 +1,8 @@
 // gRPC client for lorafleet.v1.Coordinator, with retry on "unavailable" during registration and a
 // background sender for progress reports (only the newest pending report is kept: it carries
-// cumulative counters, so dropping an older one loses nothing).
+// cumulative counters, so dropping an older one loses nothing). The sender also repeats the last
+// report as a heartbeat every kHeartbeat while nothing new comes (model loading, long steps), so
+// the coordinator can tell a slow rank from a dead one (coordinator.worker_timeout_seconds).
 #include "worker/rpc/coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -26,6 +28,8 @@ std::string describe(const grpc::Status& s) {
 
 }  // namespace
 
+constexpr auto kHeartbeat = std::chrono::seconds(5);
+
 struct CoordinatorClient::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Coordinator::Stub> stub;
@@ -34,16 +38,20 @@ struct CoordinatorClient::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<ProgressUpdate> pending;
+  std::optional<ProgressUpdate> last_sent;  // set once registered; repeated as the heartbeat
   bool stopping = false;
   std::thread sender;
 
   void send_loop(const std::string& address) {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
-      cv.wait(lock, [&] { return stopping || pending.has_value(); });
-      if (!pending) return;  // stopping with nothing left to send
-      ProgressUpdate u = *pending;
+      const bool woken =
+          cv.wait_for(lock, kHeartbeat, [&] { return stopping || pending.has_value(); });
+      if (stopping && !pending) return;  // nothing left to send
+      if (!woken && !last_sent) continue;  // not registered yet: nobody to heartbeat to
+      ProgressUpdate u = pending ? *pending : *last_sent;
       pending.reset();
+      last_sent = u;
       lock.unlock();
       pb::ProgressReport req;
       req.set_rank(u.rank);
@@ -112,6 +120,12 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   if (!s.ok()) {
     throw CoordinatorError("coordinator at " + address_ + " refused Register for rank " +
                            std::to_string(me.rank) + ": " + describe(s));
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    ProgressUpdate first;
+    first.rank = resp.rank();
+    impl_->last_sent = first;  // starts the heartbeat
   }
   JobAssignment a;
   a.rank = resp.rank();
