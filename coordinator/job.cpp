@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "common/io/pickle_sniff.h"
+#include "common/io/safetensors.h"
 #include "common/util/log.h"
 
 namespace lf {
@@ -74,6 +76,26 @@ static void log_dataset_summary(const Dataset& d) {
   }
 }
 
+// The base checkpoint must be a valid safetensors file: checked from its header (no tensor data
+// is read) so that a pickle (.ckpt/.pt) or a truncated download fails here, once, before every
+// rank loads a model.
+namespace {
+void validate_checkpoint_file(const std::string& path, const std::string& config_name) {
+  try {
+    SafetensorsFile::open(path);
+  } catch (const std::exception& e) {
+    std::string hint;
+    if (looks_like_pickle(path)) {
+      hint = "; this is a PyTorch pickle (.ckpt/.pt), which can run code when loaded and is "
+             "refused: convert it to .safetensors first (e.g. diffusers' "
+             "convert_original_stable_diffusion_to_diffusers or a safetensors converter)";
+    }
+    throw std::runtime_error(config_name + ": model.pretrained_model_name_or_path: " + e.what() +
+                             hint);
+  }
+}
+}  // namespace
+
 CoordinatorJob::CoordinatorJob(JobConfig config) : config_(std::move(config)) {
   // Fail before any worker starts loading: every rank would otherwise fail the same way.
   const std::string& ckpt = config_.model.pretrained_model_name_or_path;
@@ -81,6 +103,13 @@ CoordinatorJob::CoordinatorJob(JobConfig config) : config_(std::move(config)) {
     throw std::runtime_error(config_.source_name + ": model.pretrained_model_name_or_path: " +
                              ckpt + " does not exist (expected a single-file .safetensors "
                              "checkpoint)");
+  }
+  validate_checkpoint_file(ckpt, config_.source_name);
+  std::error_code ec;
+  std::filesystem::create_directories(config_.output.output_dir, ec);
+  if (ec) {
+    throw std::runtime_error(config_.source_name + ": output.output_dir: cannot create " +
+                             config_.output.output_dir + " (" + ec.message() + ")");
   }
   const std::string& vocab = config_.model.tokenizer_vocab;
   if (!std::filesystem::is_regular_file(vocab)) {

@@ -305,6 +305,13 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg2);
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;
+  // A PyTorch pickle (torch.save writes a zip archive) in its place: refused before training,
+  // recognised by content, with a hint to convert it.
+  { std::ofstream(checkpoint_, std::ios::binary) << "PK\x03\x04" "archive/data.pkl"; }
+  c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg2);
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("pickle"), std::string::npos) << c.output;
   fs::rename(checkpoint_ + ".moved", checkpoint_);
   EXPECT_FALSE(fs::exists(dir_ / "o1/e2e.safetensors"));
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/io/pickle_sniff.h"
 #include "common/io/safetensors.h"
 
 namespace lf {
@@ -47,10 +48,6 @@ DType to_dtype(at::ScalarType t, const std::string& name) {
   }
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 SafetensorsWriter make_writer(const std::map<std::string, at::Tensor>& tensors,
                               const std::map<std::string, std::string>& metadata) {
   SafetensorsWriter w;
@@ -71,12 +68,10 @@ LoadedTensors load_safetensors(const std::string& path, bool use_mmap,
   if (::stat(path.c_str(), &st) != 0) {
     throw std::runtime_error(path + ": no such file (expected a .safetensors file)");
   }
-  if (ends_with(path, ".ckpt") || ends_with(path, ".pt") || ends_with(path, ".pth") ||
-      ends_with(path, ".bin")) {
+  if (looks_like_pickle(path)) {
     throw std::runtime_error(path +
-                             ": pickle checkpoints are refused (they can run code); convert it "
-                             "to .safetensors first, e.g. with diffusers or "
-                             "`safetensors.torch.save_file(torch.load(p)[\"state_dict\"], out)`");
+                             ": this is a PyTorch pickle (.ckpt/.pt), which can run code when "
+                             "loaded and is refused; convert it to .safetensors first");
   }
   SafetensorsFile file = SafetensorsFile::open(path, use_mmap);
   LoadedTensors out;

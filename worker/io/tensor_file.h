@@ -17,8 +17,8 @@ struct LoadedTensors {
 
 // Reads every tensor of a .safetensors file. Floating tensors (F16, BF16, F32, F64) are
 // converted to `float_dtype`; integer and bool tensors keep their type.
-// Throws std::runtime_error naming the path when it is missing, is a pickle (.ckpt/.pt, with a
-// hint to convert it), or is not valid safetensors.
+// Throws std::runtime_error naming the path when it is missing, is a PyTorch pickle (recognised
+// by content, refused with a hint to convert it), or is not valid safetensors.
 LoadedTensors load_safetensors(const std::string& path, bool use_mmap = true,
                                at::ScalarType float_dtype = at::kFloat);
 
