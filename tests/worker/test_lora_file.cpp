@@ -52,6 +52,22 @@ TEST(LoRAFile, MetadataCarriesKohyaKeys) {
   EXPECT_EQ(m.at("modelspec.resolution"), "384x256");
 }
 
+TEST(LoRAFile, FloatsAreWrittenAsPythonStrDoes) {
+  // Expected strings are CPython 3.11's str(float) of the same values.
+  EXPECT_EQ(py_float(1795993460.0), "1795993460.0");
+  EXPECT_EQ(py_float(1764450000.125), "1764450000.125");
+  EXPECT_EQ(py_float(1.0), "1.0");
+  EXPECT_EQ(py_float(0.0002), "0.0002");
+  EXPECT_EQ(py_float(0.0001), "0.0001");
+  EXPECT_EQ(py_float(1e-05), "1e-05");
+  EXPECT_EQ(py_float(1e-08), "1e-08");
+  EXPECT_EQ(py_float(0.999), "0.999");
+  EXPECT_EQ(py_float(1e16), "1e+16");
+  EXPECT_EQ(py_float(1234567890123456.0), "1234567890123456.0");
+  EXPECT_EQ(py_float(-2.5), "-2.5");
+  EXPECT_EQ(py_float(0.1 + 0.2), "0.30000000000000004");
+}
+
 TEST(LoRAFile, BucketInfoCountsPlanSamplesPerBucket) {
   Dataset d;
   d.images.resize(2);

@@ -36,6 +36,9 @@ struct LoRATrainingFacts {
 // mean |aspect-ratio error| is over images.
 std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan);
 
+// Python str(float) of v ("1795993460.0", "0.0001", "1e-05"), the form kohya's metadata uses.
+std::string py_float(double v);
+
 // Builds the ss_* metadata map (all values strings, Python str() style: "True"/"False").
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
                                                        const LoRATrainingFacts& facts);

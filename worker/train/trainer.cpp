@@ -143,7 +143,8 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     load_state_dict(vae, base.tensors);
     load_state_dict(clip, base.tensors);
   } catch (const std::exception& e) {
-    throw std::runtime_error(ckpt + ": " + e.what());
+    throw std::runtime_error(ckpt + ": " + e.what() + " (does model.architecture '" +
+                             config.model.architecture + "' match this checkpoint?)");
   }
   base.tensors.clear();
   for (auto* m : {static_cast<torch::nn::Module*>(unet.get()),
@@ -331,6 +332,17 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   if (rank == 0) bar.finish();
   result.seconds = seconds_since(loop_start);
   result.global_step = state.global_step;
+  if (result.steps_run == 0) {
+    // Resumed at (or past) the end: the checkpoint and LoRA on disk are already the result.
+    if (rank == 0) {
+      LF_INFO("nothing to train: global_step " << state.global_step << " already reached "
+                                               << stop_at << "; outputs left as they are");
+    }
+    result.checkpoint_dir = resolve_checkpoint(options.resume);
+    const fs::path final_lora = out_dir / (config.output.output_name + ".safetensors");
+    if (fs::exists(final_lora)) result.lora_path = final_lora.string();
+    return result;
+  }
   const auto written =
       checkpoints.write(state, /*final_save=*/state.global_step >= job.max_train_steps, plan);
   result.checkpoint_dir = written.checkpoint_dir;
