@@ -48,16 +48,16 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<metrics::R
                         .Register(r)
                         .Add({});
   worker_global_step_ =
-      gauge_family(r, "lorafleet_worker_global_step", "Latest global_step reported by a rank.");
-  worker_samples_per_second_ = gauge_family(r, "lorafleet_worker_samples_per_second",
+      gauge_family(r, "lorafleet_rank_global_step", "Latest global_step reported by a rank.");
+  worker_samples_per_second_ = gauge_family(r, "lorafleet_rank_samples_per_second",
                                             "Latest samples/s reported by a rank.");
-  worker_step_seconds_ = gauge_family(r, "lorafleet_worker_step_seconds",
+  worker_step_seconds_ = gauge_family(r, "lorafleet_rank_last_step_seconds",
                                       "Duration of a rank's latest step in seconds.");
-  worker_allreduce_seconds_ = gauge_family(r, "lorafleet_worker_allreduce_seconds",
+  worker_allreduce_seconds_ = gauge_family(r, "lorafleet_rank_last_allreduce_seconds",
                                            "Gradient allreduce time of a rank's latest step.");
-  worker_data_wait_seconds_ = gauge_family(r, "lorafleet_worker_data_wait_seconds",
+  worker_data_wait_seconds_ = gauge_family(r, "lorafleet_rank_last_data_wait_seconds",
                                            "Time a rank's latest step waited for data.");
-  worker_last_seen_age_ = gauge_family(r, "lorafleet_worker_last_seen_age_seconds",
+  worker_last_seen_age_ = gauge_family(r, "lorafleet_rank_last_seen_age_seconds",
                                        "Seconds since the coordinator last heard from a rank.");
 }
 
