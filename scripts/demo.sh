@@ -53,7 +53,7 @@ fi
 echo
 echo "[demo] done in $((end - start)) s (training job; install/build/data prep not counted)"
 echo "[demo] LoRA:        $ROOT/$OUT/demo_lora.safetensors"
-echo "[demo] checkpoints: $ROOT/$OUT/checkpoints/ (resume with: mpirun ... lorafleet-worker --resume $OUT)"
+echo "[demo] checkpoints: $ROOT/$OUT/checkpoints/ (to resume: start the coordinator again, then mpirun ... lorafleet-worker --resume $OUT)"
 echo "[demo] metrics:     live at http://127.0.0.1:9400/metrics (coordinator) and"
 echo "                    http://127.0.0.1:9410/metrics, :9411 (workers) while a job runs;"
 echo "                    final snapshots in $ROOT/$OUT/metrics/"

@@ -45,6 +45,11 @@ else
 fi
 
 # --- LibTorch from the PyPI torch wheel ----------------------------------------------------
+# A venv whose creation was interrupted has a python but no pip: start it over.
+if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  log "removing the incomplete $VENV"
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
   # Debian's own python3 needs python3-venv for this (a pyenv/python.org python has it built in).
