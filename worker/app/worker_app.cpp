@@ -57,7 +57,8 @@ int run_worker(int argc, char** argv) {
     gethostname(host, sizeof(host) - 1);
     me.hostname = host;
     me.pid = static_cast<int>(getpid());
-    me.device = "cpu";
+    // The device this rank will train on unless the job config says worker.device: cpu.
+    me.device = torch_cuda_available() ? "cuda:" + std::to_string(cuda_device_for_rank(rank)) : "cpu";
     const int timeout = connect_timeout >= 0 ? connect_timeout : 30;
     JobAssignment job;
     try {
