@@ -3,8 +3,6 @@
 // greedy lowest-rank merge loop of SimpleTokenizer.bpe() over bytes_to_unicode symbols.
 #include "common/text/clip_tokenizer.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -18,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/text/pcre2_pattern.h"
 #include "common/text/text_cleanup.h"
 #include "common/text/utf8.h"
 
@@ -29,32 +28,10 @@ constexpr int kNumMerges = 49152 - 256 - 2;  // 48894: simple_tokenizer's merges
 // ----------------------------------------------------------------------------------------------
 // PCRE2
 
-struct CodeDeleter {
-  void operator()(pcre2_code* c) const { pcre2_code_free(c); }
-};
-struct MatchDataDeleter {
-  void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
-};
-using Pcre2Code = std::unique_ptr<pcre2_code, CodeDeleter>;
-using Pcre2MatchData = std::unique_ptr<pcre2_match_data, MatchDataDeleter>;
-
-Pcre2Code compile(const char* pattern, uint32_t options) {
-  int err = 0;
-  PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
-                                   options, &err, &offset, nullptr);
-  if (code == nullptr) {
-    PCRE2_UCHAR msg[256];
-    pcre2_get_error_message(err, msg, sizeof msg);
-    throw std::logic_error(std::string("CLIPTokenizer: PCRE2 cannot compile '") + pattern +
-                           "': " + reinterpret_cast<char*>(msg));
-  }
-  return Pcre2Code(code);
-}
 
 // simple_tokenizer's pre-split pattern (re.IGNORECASE); \p{L}/\p{N}/\s are Unicode (UCP).
 const pcre2_code* split_pattern() {
-  static const Pcre2Code code = compile(
+  static const Pcre2Code code = compile_pcre2(
       "<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|"
       "[^\\s\\p{L}\\p{N}]+",
       PCRE2_UTF | PCRE2_UCP | PCRE2_CASELESS | PCRE2_NO_UTF_CHECK);

@@ -3,9 +3,6 @@
 // basic_clean/whitespace_clean of openai/CLIP simple_tokenizer.py step by step on code points.
 #include "common/text/text_cleanup.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -13,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "common/text/pcre2_pattern.h"
 #include "common/text/utf8.h"
 
 namespace lf {
@@ -397,32 +395,9 @@ std::u32string ftfy_fix_text(const std::u32string& text) {
 // ----------------------------------------------------------------------------------------------
 // Python str.lower()
 
-struct CodeDeleter {
-  void operator()(pcre2_code* c) const { pcre2_code_free(c); }
-};
-struct MatchDataDeleter {
-  void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
-};
-using Pcre2Code = std::unique_ptr<pcre2_code, CodeDeleter>;
-using Pcre2MatchData = std::unique_ptr<pcre2_match_data, MatchDataDeleter>;
-
-Pcre2Code compile(const char* pattern, uint32_t options) {
-  int err = 0;
-  PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
-                                   options, &err, &offset, nullptr);
-  if (code == nullptr) {
-    PCRE2_UCHAR msg[256];
-    pcre2_get_error_message(err, msg, sizeof msg);
-    throw std::logic_error(std::string("CLIPTokenizer: PCRE2 cannot compile '") + pattern +
-                           "': " + reinterpret_cast<char*>(msg));
-  }
-  return Pcre2Code(code);
-}
-
 // Python str.lower() on UTF-8: fix-ups PCRE2 lacks, then PCRE2's Unicode \L case forcing.
 std::string python_lower(const std::u32string& text) {
-  static const Pcre2Code all = compile(".+", PCRE2_UTF | PCRE2_UCP | PCRE2_DOTALL);
+  static const Pcre2Code all = compile_pcre2(".+", PCRE2_UTF | PCRE2_UCP | PCRE2_DOTALL);
   auto cased = [](char32_t c) {  // approximates Unicode Cased for the sigma rule
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
            (c >= 0xC0 && c != 0xD7 && c != 0xF7 && c < 0x2000);
