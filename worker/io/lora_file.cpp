@@ -60,7 +60,7 @@ std::string py_float(double v) {
     }
   } else {
     out = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
-    char ex[8];
+    char ex[16];
     std::snprintf(ex, sizeof(ex), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     out += ex;
   }
