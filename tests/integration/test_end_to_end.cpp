@@ -272,6 +272,29 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
     EXPECT_TRUE(bytes_equal(t, tb.at(name))) << "tensor differs after resume: " << name;
   }
   EXPECT_EQ(lf::load_safetensors(split + "/e2e.safetensors").metadata.at("ss_steps"), "6");
+
+  // network_weights: continue from the trained LoRA. With learning_rate 0 one step changes
+  // nothing (AdamW's decoupled decay is lr * weight_decay), so the result must equal the file
+  // that was loaded, which proves the weights were loaded and broadcast, not re-initialised.
+  const std::string cont = (dir_ / "continued").string();
+  const std::string cfg_c = write_config("c.yaml", cont, 1, 0, cport, mport, 0);
+  {
+    std::ifstream in(cfg_c);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string y = text.str();
+    y.replace(y.find("  learning_rate: 0.001"), 22, "  learning_rate: 0.0");
+    y.replace(y.find("network:\n"), 9,
+              "network:\n  network_weights: " + straight + "/e2e.safetensors\n");
+    std::ofstream(cfg_c) << y;
+  }
+  RunResult c = run_job(cfg_c, cport, 2, "");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const auto tc = lora_tensors(cont + "/e2e.safetensors");
+  ASSERT_EQ(tc.size(), ta.size());
+  for (const auto& [name, t] : ta) {
+    EXPECT_TRUE(bytes_equal(t, tc.at(name))) << "network_weights not loaded: " << name;
+  }
 }
 
 TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {

@@ -8,10 +8,10 @@
 namespace lf {
 
 double lr_at_step(const LRScheduleOptions& o, int64_t step) {
-  if (step < 0 || o.warmup_steps < 0 || o.total_steps < 0 || !(o.base_lr > 0)) {
+  // base_lr 0 is valid, as in torch.optim (it freezes the weights up to weight decay).
+  if (step < 0 || o.warmup_steps < 0 || o.total_steps < 0 || !(o.base_lr >= 0)) {
     throw std::invalid_argument(
-        "lr_at_step: step, warmup_steps and total_steps must be >= 0 "
-        "and base_lr > 0");
+        "lr_at_step: step, warmup_steps, total_steps and base_lr must be >= 0");
   }
   const double s = static_cast<double>(step);
   const double w = static_cast<double>(o.warmup_steps);

@@ -22,7 +22,7 @@ struct LRScheduleOptions {
 //   cosine: base * max(0, 0.5 (1 + cos(pi * 2 * 0.5 * q))), q = (s - W) / max(1, N - W)
 // kohya counts W and N in scheduler steps (num_processes per optimizer step); lorafleet counts
 // both in optimizer steps. Throws std::invalid_argument for an unknown name, "constant" with
-// warmup_steps != 0 (as kohya), negative step/warmup/total, or a non-positive base_lr.
+// warmup_steps != 0 (as kohya), or a negative step/warmup/total/base_lr.
 double lr_at_step(const LRScheduleOptions& options, int64_t step);
 
 }  // namespace lf
