@@ -137,6 +137,20 @@ grpc::Status do_register(pb::Coordinator::Stub& stub, int rank, int world_size,
   return stub.Register(&ctx, req, out);
 }
 
+// Sends Finish for `rank`; returns the RPC status.
+grpc::Status do_finish(pb::Coordinator::Stub& stub, int rank, int64_t global_step, bool ok,
+                       const std::string& error = "") {
+  pb::FinishRequest req;
+  req.set_rank(rank);
+  req.set_global_step(global_step);
+  req.set_ok(ok);
+  req.set_error(error);
+  pb::FinishAck ack;
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 10);
+  return stub.Finish(&ctx, req, &ack);
+}
+
 // Value of the unlabelled sample `name` in Prometheus text; NaN when absent.
 double metric_value(const std::string& text, const std::string& name) {
   std::istringstream in(text);
@@ -426,16 +440,7 @@ TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
 
   // Finish from both ranks ends the job with exit code 0.
   EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
-  for (int r = 0; r < 2; ++r) {
-    pb::FinishRequest req;
-    req.set_rank(r);
-    req.set_global_step(10);
-    req.set_ok(true);
-    pb::FinishAck ack;
-    grpc::ClientContext ctx;
-    set_deadline(&ctx, 10);
-    ASSERT_TRUE(stub->Finish(&ctx, req, &ack).ok());
-  }
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_finish(*stub, r, 10, true).ok());
   const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 0);
@@ -472,17 +477,7 @@ TEST_F(CoordinatorTest, FailedRankMakesExitCodeOneAndAsksOthersToStop) {
   ASSERT_TRUE(do_register(*stub, 0, 2, &r0).ok());
   other.join();
 
-  pb::FinishRequest fail;
-  fail.set_rank(1);
-  fail.set_global_step(3);
-  fail.set_ok(false);
-  fail.set_error("CUDA out of memory");
-  {
-    pb::FinishAck ack;
-    grpc::ClientContext ctx;
-    set_deadline(&ctx, 10);
-    ASSERT_TRUE(stub->Finish(&ctx, fail, &ack).ok());
-  }
+  ASSERT_TRUE(do_finish(*stub, 1, 3, false, "CUDA out of memory").ok());
   {
     pb::ProgressReport rep;
     rep.set_rank(0);
@@ -494,16 +489,7 @@ TEST_F(CoordinatorTest, FailedRankMakesExitCodeOneAndAsksOthersToStop) {
     EXPECT_TRUE(ack.stop());
   }
   EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
-  {
-    pb::FinishRequest req;
-    req.set_rank(0);
-    req.set_global_step(4);
-    req.set_ok(true);
-    pb::FinishAck ack;
-    grpc::ClientContext ctx;
-    set_deadline(&ctx, 10);
-    ASSERT_TRUE(stub->Finish(&ctx, req, &ack).ok());
-  }
+  ASSERT_TRUE(do_finish(*stub, 0, 4, true).ok());
   const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 1);
@@ -645,16 +631,7 @@ TEST_F(CoordinatorTest, RunCoordinatorEndsWhenTheOnlyRankFinishes) {
     set_deadline(&ctx, 10);
     ASSERT_TRUE(stub->ReportProgress(&ctx, rep, &ack).ok());
   }
-  {
-    pb::FinishRequest fin;
-    fin.set_rank(0);
-    fin.set_global_step(10);
-    fin.set_ok(true);
-    pb::FinishAck ack;
-    grpc::ClientContext ctx;
-    set_deadline(&ctx, 10);
-    ASSERT_TRUE(stub->Finish(&ctx, fin, &ack).ok());
-  }
+  ASSERT_TRUE(do_finish(*stub, 0, 10, true).ok());
   coordinator.join();
   EXPECT_EQ(rc, 0);
   std::ifstream in(snapshot);
