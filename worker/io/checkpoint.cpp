@@ -128,8 +128,12 @@ std::optional<at::Tensor> load_rng_state(const std::string& dir, int rank) {
   return it->second;
 }
 
+std::string staging_dir_path(const std::string& root, std::int64_t global_step) {
+  return (fs::path(root) / ("." + checkpoint_dir_name(global_step) + ".tmp")).string();
+}
+
 std::string prepare_staging_dir(const std::string& root, std::int64_t global_step) {
-  const fs::path staging = fs::path(root) / ("." + checkpoint_dir_name(global_step) + ".tmp");
+  const fs::path staging = staging_dir_path(root, global_step);
   fs::remove_all(staging);  // a torn earlier attempt at the same step
   fs::create_directories(staging / "rng");
   return staging.string();

@@ -44,6 +44,10 @@ void save_rng_state(const std::string& dir, int rank, const at::Tensor& state);
 // nullopt when the checkpoint has no state for this rank (e.g. resumed on more ranks).
 std::optional<at::Tensor> load_rng_state(const std::string& dir, int rank);
 
+// The hidden staging directory root/.step-XXXXXXXX.tmp of `global_step` (every rank writes its
+// files there; resolve_checkpoint skips such torn directories).
+std::string staging_dir_path(const std::string& root, std::int64_t global_step);
+
 // Staging helpers (run by rank 0 only): make an empty staging dir for `global_step` under
 // `root`, and publish it atomically as root/step-XXXXXXXX (an existing one is replaced).
 std::string prepare_staging_dir(const std::string& root, std::int64_t global_step);

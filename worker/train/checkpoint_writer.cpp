@@ -19,12 +19,12 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
   const fs::path out_dir(config.output.output_dir);
   const fs::path root = out_dir / "checkpoints";
   const std::string name = checkpoint_dir_name(state.global_step);
-  const std::string staging = (root / ("." + name + ".tmp")).string();
+  const std::string staging = staging_dir_path(root.string(), state.global_step);
 
   if (rank == 0) prepare_staging_dir(root.string(), state.global_step);
   comm.barrier();
   // The generator that step `global_step` will draw from, as the resume check expects.
-  auto gen = make_cpu_generator(noise_stream_seed(job.shared_seed, rank, state.global_step));
+  auto gen = make_noise_generator(job.shared_seed, rank, state.global_step);
   save_rng_state(staging, rank, gen.get_state());
 
   Written written;

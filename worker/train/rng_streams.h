@@ -16,6 +16,10 @@ inline std::uint64_t noise_stream_seed(std::uint64_t seed, int rank, std::int64_
   return mix_seed(seed, /*tag=*/1,
                   (static_cast<std::uint64_t>(rank) << 40) ^ static_cast<std::uint64_t>(global_step));
 }
+// The CPU generator that step `global_step` of `rank` draws its noise and timesteps from.
+inline at::Generator make_noise_generator(std::uint64_t seed, int rank, std::int64_t global_step) {
+  return make_cpu_generator(noise_stream_seed(seed, rank, global_step));
+}
 inline std::uint64_t latent_stream_seed(std::uint64_t seed, int image_index) {
   return mix_seed(seed, /*tag=*/2, static_cast<std::uint64_t>(image_index));
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "common/io/atomic_file.h"
@@ -69,24 +70,38 @@ void refuse_existing_checkpoints(const fs::path& out_dir) {
   }
 }
 
-// Restores LoRA weights, optimizer state and position from `resume`; checks that the checkpoint
-// belongs to this job.
-TrainState resume_from(const std::string& resume, const JobAssignment& job, int rank,
-                       int world_size, LoRANetwork& lora, LoRAOptimizer& optimizer,
-                       const std::vector<std::string>& param_names) {
-  const std::string dir = resolve_checkpoint(resume);
-  TrainState state = load_train_state(dir);
-  if (state.shared_seed != job.shared_seed) {
-    throw std::runtime_error(dir + ": checkpoint was trained with seed " +
-                             std::to_string(state.shared_seed) + ", the job has seed " +
+// A checkpoint to continue from, checked against this job before any model is loaded.
+struct ResumePoint {
+  std::string dir;
+  TrainState state;
+};
+
+ResumePoint open_resume_point(const std::string& resume, const JobAssignment& job,
+                              int world_size) {
+  ResumePoint point;
+  point.dir = resolve_checkpoint(resume);
+  point.state = load_train_state(point.dir);
+  const TrainState& s = point.state;
+  if (s.shared_seed != job.shared_seed) {
+    throw std::runtime_error(point.dir + ": checkpoint was trained with seed " +
+                             std::to_string(s.shared_seed) + ", the job has seed " +
                              std::to_string(job.shared_seed));
   }
-  if (state.world_size != world_size) {
-    throw std::runtime_error(dir + ": checkpoint was written by " +
-                             std::to_string(state.world_size) + " ranks, this run has " +
+  if (s.world_size != world_size) {
+    throw std::runtime_error(point.dir + ": checkpoint was written by " +
+                             std::to_string(s.world_size) + " ranks, this run has " +
                              std::to_string(world_size) +
                              " (resuming on a different world size is not supported yet)");
   }
+  return point;
+}
+
+// Restores LoRA weights and optimizer state from `point`; returns the position to continue at.
+TrainState apply_resume_point(ResumePoint point, const JobAssignment& job, int rank,
+                              LoRANetwork& lora, LoRAOptimizer& optimizer,
+                              const std::vector<std::string>& param_names) {
+  const std::string& dir = point.dir;
+  TrainState& state = point.state;
   LoadedTensors weights = load_safetensors(dir + "/lora.safetensors");
   lora.load_state_dict(std::map<std::string, at::Tensor>(weights.tensors.begin(),
                                                          weights.tensors.end()));
@@ -95,7 +110,7 @@ TrainState resume_from(const std::string& resume, const JobAssignment& job, int 
   // The noise stream is a pure function of (seed, rank, step); the saved generator state must
   // equal it, else the checkpoint came from a different stream layout.
   if (auto saved = load_rng_state(dir, rank)) {
-    auto expect = make_cpu_generator(noise_stream_seed(job.shared_seed, rank, state.global_step));
+    auto expect = make_noise_generator(job.shared_seed, rank, state.global_step);
     if (!torch::equal(saved->to(at::kByte), expect.get_state())) {
       throw std::runtime_error(dir + ": RNG state of rank " + std::to_string(rank) +
                                " does not match this version's noise stream");
@@ -126,6 +141,16 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const auto& tr = config.training;
   const at::Device device = pick_device(config, rank);
   torch::set_num_threads(std::max(1, config.worker.num_threads));
+
+  // Cheap checks on the output folder and the resume point first, before the model loads.
+  const fs::path out_dir(config.output.output_dir);
+  std::optional<ResumePoint> resume_point;
+  if (options.resume.empty()) {
+    refuse_existing_checkpoints(out_dir);
+  } else {
+    resume_point = open_resume_point(options.resume, job, world_size);
+  }
+  const std::string resume_dir = resume_point ? resume_point->dir : "";
 
   // ---- Model: the base checkpoint through the same loader real checkpoints use. ----
   const std::string& ckpt = config.model.pretrained_model_name_or_path;
@@ -185,16 +210,14 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const std::vector<std::string> param_names = lora.parameter_names();
 
   // ---- Resume. ----
-  const fs::path out_dir(config.output.output_dir);
   TrainState state;
-  if (options.resume.empty()) {
-    refuse_existing_checkpoints(out_dir);
+  if (!resume_point) {
     state.shared_seed = job.shared_seed;
     state.world_size = world_size;
     state.session_id = static_cast<std::int64_t>(mix_seed(job.shared_seed, job.generation, 7) >> 1);
     state.training_started_at = static_cast<double>(std::time(nullptr));
   } else {
-    state = resume_from(options.resume, job, rank, world_size, lora, optimizer, param_names);
+    state = apply_resume_point(std::move(*resume_point), job, rank, lora, optimizer, param_names);
   }
 
   // ---- Data. ----
@@ -274,7 +297,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         in.latents = torch::stack(lat);
         in.context = torch::stack(ctx);
         in.loss_weights = torch::tensor(weights).to(device);
-        auto gen = make_cpu_generator(noise_stream_seed(job.shared_seed, rank, state.global_step));
+        auto gen = make_noise_generator(job.shared_seed, rank, state.global_step);
         at::Tensor loss_sum = compute_loss_sum(unet, schedule, in, gen);
         (loss_sum / n_global).backward();
         local_loss_sum = loss_sum.item<double>();
@@ -338,7 +361,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       LF_INFO("nothing to train: global_step " << state.global_step << " already reached "
                                                << stop_at << "; outputs left as they are");
     }
-    result.checkpoint_dir = resolve_checkpoint(options.resume);
+    result.checkpoint_dir = resume_dir;
     const fs::path final_lora = out_dir / (config.output.output_name + ".safetensors");
     if (fs::exists(final_lora)) result.lora_path = final_lora.string();
     return result;
