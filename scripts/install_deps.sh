@@ -3,9 +3,11 @@
 # Shared by scripts/demo.sh and scripts/test.sh (and so by .ci/run). Idempotent: every step
 # checks first and skips what is already there.
 #
-#   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, nlohmann-json, GoogleTest,
-#                    cpp-httplib, CLI11, ccache, promtool (prometheus), curl
-#   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy
+#   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, libexif, libjpeg, toml++,
+#                    nlohmann-json, GoogleTest, cpp-httplib, CLI11, ccache, promtool
+#                    (prometheus), curl
+#   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy; Pillow and
+#                    opencv-python-headless for the kohya peer of bench/run_scan_prepare_bench.sh
 #   .deps/           the CLIP BPE vocabulary from the open_clip_torch wheel, and the
 #                    skimage sample photographs from Debian's python3-skimage package
 set -euo pipefail
@@ -14,6 +16,8 @@ DEPS="$ROOT/.deps"
 VENV="$ROOT/.venv"
 TORCH_VERSION="${LORAFLEET_TORCH_VERSION:-2.11.0}"
 OPEN_CLIP_VERSION="3.3.0"
+PILLOW_VERSION="12.1.1"
+OPENCV_PY_VERSION="4.13.0.92"
 SKIMAGE_DEB="python3-skimage"
 mkdir -p "$DEPS"
 
@@ -25,8 +29,9 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libexif-dev libjpeg-dev
   libcpp-httplib-dev libcli11-dev libssl-dev zlib1g-dev libpcre2-dev
+  libtomlplusplus-dev
   prometheus
 )
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -67,6 +72,16 @@ else
   log "torch $TORCH_VERSION present"
 fi
 "$VENV/bin/python" -c "import torch; print('[install] torch', torch.__version__, 'cuda', torch.version.cuda)"
+
+# --- The kohya-style peer of bench/run_scan_prepare_bench.sh: Pillow + opencv-python ----------
+# (opencv-python-headless 4.13 is the first to accept numpy >= 2.3, which torch's numpy is.)
+PEER_IMAGE_PACKAGES=("pillow==$PILLOW_VERSION" "opencv-python-headless==$OPENCV_PY_VERSION")
+if ! "$VENV/bin/python" -c "import sys, PIL, cv2; sys.exit(0 if (PIL.__version__, cv2.__version__) == ('$PILLOW_VERSION', '${OPENCV_PY_VERSION%.*}') else 1)" 2>/dev/null; then
+  log "pip install ${PEER_IMAGE_PACKAGES[*]}"
+  "$VENV/bin/python" -m pip install -q "${PEER_IMAGE_PACKAGES[@]}"
+else
+  log "Pillow $PILLOW_VERSION and opencv-python $OPENCV_PY_VERSION present"
+fi
 
 # --- CLIP BPE vocabulary (shipped by open_clip_torch; never hand-written) -----------------
 VOCAB="$DEPS/bpe_simple_vocab_16e6.txt.gz"
