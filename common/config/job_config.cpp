@@ -1,6 +1,8 @@
 // Strict YAML job-config parser (yaml-cpp): every section and key is checked against the schema
 // in job_config.h, and every error names "<file>:<line>", the dotted key and what was expected,
-// so a typo fails at start-up instead of silently training with a default.
+// so a typo fails at start-up instead of silently training with a default. The kohya dataset keys
+// (`dataset:` and `datasets:`, or a kohya .toml) are read into levels and resolved by
+// dataset_keys.h, the same code the TOML loader uses.
 #include "common/config/job_config.h"
 
 #include <yaml-cpp/yaml.h>
@@ -12,10 +14,13 @@
 #include <map>
 #include <sstream>
 
+#include "common/config/dataset_keys.h"
+
 namespace lf {
 namespace {
 
 namespace fs = std::filesystem;
+namespace dk = dataset_keys;
 
 // What a key is bound to: a setter that converts the YAML value or throws ConfigError.
 using Setter = std::function<void(const YAML::Node& value, const std::string& key, int line)>;
@@ -23,7 +28,11 @@ using Setter = std::function<void(const YAML::Node& value, const std::string& ke
 struct Field {
   std::string key;
   Setter set;
+  bool listed = true;  // named in "expected one of" (false for kohya's legacy spellings)
 };
+
+// For a key that is not a field here: "" (truly unknown) or why it is misplaced.
+using MisplacedHint = std::function<std::string(const std::string& name)>;
 
 class Parser {
  public:
@@ -67,6 +76,11 @@ class Parser {
   Field int_field(const std::string& key, int* target) {
     return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
               *target = scalar_as<int>(v, k, line, "an integer");
+            }};
+  }
+  Field i64_field(const std::string& key, std::int64_t* target) {
+    return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+              *target = scalar_as<std::int64_t>(v, k, line, "an integer");
             }};
   }
   Field u64_field(const std::string& key, std::uint64_t* target) {
@@ -115,9 +129,83 @@ class Parser {
             }};
   }
 
+  // A kohya dataset-config key read at `level` (see dataset_keys.h): typed like its TOML form.
+  // A null value is "" for strings and kohya's None for the keys lorafleet does not implement.
+  dk::GivenValue given(const YAML::Node& v, const dk::KeySpec& spec, const std::string& k,
+                       int line) const {
+    dk::GivenValue g;
+    g.line = line;
+    g.text = describe(v);
+    const std::string expected = dk::expected_of(spec.type);
+    if (v.IsNull() && spec.type != dk::KeyType::kString && !spec.supported) {
+      g.null = true;
+      return g;
+    }
+    switch (spec.type) {
+      case dk::KeyType::kBool:
+        g.b = scalar_as<bool>(v, k, line, expected);
+        break;
+      case dk::KeyType::kInt:
+        g.i = scalar_as<int>(v, k, line, expected);
+        break;
+      case dk::KeyType::kNumber:
+        g.d = finite(v, k, line, scalar_as<double>(v, k, line, expected));
+        break;
+      case dk::KeyType::kString:
+        if (!v.IsNull() && !v.IsScalar()) fail_key(line, k, "expected a string, got " + g.text);
+        g.s = v.IsNull() ? "" : v.Scalar();
+        break;
+      case dk::KeyType::kResolution:
+        if (v.IsScalar()) {
+          g.w = g.h = scalar_as<int>(v, k, line, expected);
+          break;
+        }
+        if (!v.IsSequence() || v.size() != 2) {
+          fail_key(line, k, "expected " + expected + ", got " + g.text);
+        }
+        g.w = scalar_as<int>(v[0], k, line_of(v[0], line), expected);
+        g.h = scalar_as<int>(v[1], k, line_of(v[1], line), expected);
+        break;
+      case dk::KeyType::kFloatPair:
+        if (!v.IsSequence() || v.size() != 2) {
+          fail_key(line, k, "expected " + expected + ", got " + g.text);
+        }
+        g.lo = finite(v[0], k, line, scalar_as<double>(v[0], k, line_of(v[0], line), expected));
+        g.hi = finite(v[1], k, line, scalar_as<double>(v[1], k, line_of(v[1], line), expected));
+        break;
+      case dk::KeyType::kTable:
+        if (!v.IsMap()) fail_key(line, k, "expected " + expected + ", got " + g.text);
+        g.table_size = v.size();
+        break;
+    }
+    return g;
+  }
+
+  double finite(const YAML::Node& v, const std::string& k, int line, double d) const {
+    if (!std::isfinite(d)) fail_key(line, k, "expected a finite number, got " + describe(v));
+    return d;
+  }
+
+  // The fields of one level of kohya keys, storing into `level` (which must outlive the apply).
+  std::vector<Field> kohya_fields(dk::Level kind, dk::GivenLevel* level,
+                                  std::vector<std::string>* warnings) const {
+    std::vector<Field> out;
+    for (const dk::KeySpec& spec : dk::all_keys()) {
+      if ((spec.levels & kind) == 0) continue;
+      const dk::KeySpec* sp = &spec;
+      out.push_back({spec.name,
+                     [this, sp, level, warnings](const YAML::Node& v, const std::string& k,
+                                                 int line) {
+                       dk::store(*level, *sp, given(v, *sp, k, line), warnings);
+                     },
+                     spec.canonical == nullptr});
+    }
+    return out;
+  }
+
   // Applies a mapping node to the fields of one section; unknown and duplicate keys fail.
   void apply(const YAML::Node& map, const std::string& prefix, const std::vector<Field>& fields,
-             int section_line) {
+             int section_line, const MisplacedHint& misplaced = {}) {
     if (map.IsNull()) return;  // "dataset:" with nothing under it keeps the defaults
     if (!map.IsMap()) {
       fail(section_line, "section '" + prefix + "': expected a mapping of keys, got " +
@@ -133,8 +221,12 @@ class Parser {
         if (f.key == name) field = &f;
       }
       if (field == nullptr) {
+        const std::string hint = misplaced ? misplaced(name) : std::string();
+        if (!hint.empty()) fail_key(key_line, full, hint);
         std::string expected;
-        for (const auto& f : fields) expected += (expected.empty() ? "" : ", ") + f.key;
+        for (const auto& f : fields) {
+          if (f.listed) expected += (expected.empty() ? "" : ", ") + f.key;
+        }
         fail(key_line, "unknown key '" + full + "' (expected one of: " + expected + ")");
       }
       if (lines_.count(full) != 0) {
@@ -160,14 +252,17 @@ class Parser {
   std::map<std::string, int> lines_;
 };
 
-std::string resolve_path(const std::string& base_dir, const std::string& path) {
-  if (base_dir.empty() || path.empty()) return path;
-  const fs::path p(path);
-  if (p.is_absolute()) return path;
-  return (fs::path(base_dir) / p).lexically_normal().string();
+using dk::resolve_path;
+
+// A kohya key written somewhere it is not allowed (e.g. image_dir in `dataset:`).
+std::string misplaced_hint(const std::string& name) {
+  const std::string allowed = dk::allowed_levels_text(name, false);
+  return allowed.empty() ? "" : "not allowed here (kohya allows " + name + " only in: " + allowed +
+                                    ")";
 }
 
-void validate(const Parser& p, JobConfig& c) {
+// folder_datasets: form 1 (train_data_dir/reg_data_dir), which needs train_data_dir.
+void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   auto require = [&p](bool ok, const std::string& key, const std::string& expected,
                       const std::string& got) {
     if (!ok) p.fail_key(p.line_for(key), key, "expected " + expected + ", got " + got);
@@ -187,45 +282,21 @@ void validate(const Parser& p, JobConfig& c) {
   require(!m.tokenizer_vocab.empty(), "model.tokenizer_vocab",
           "a non-empty path to bpe_simple_vocab_16e6.txt.gz", "nothing");
 
+  // The kohya dataset keys are checked per resolved dataset (dataset_keys.cpp).
   auto& d = c.dataset;
-  require(!d.train_data_dir.empty(), "dataset.train_data_dir",
-          "a non-empty path to a folder of <num_repeats>_<class tokens> subfolders", "nothing");
-  require(d.resolution_w >= 1 && d.resolution_h >= 1, "dataset.resolution",
-          "sizes >= 1", std::to_string(d.resolution_w) + "x" + std::to_string(d.resolution_h));
-  require(d.bucket_reso_steps >= 1, "dataset.bucket_reso_steps", "an integer >= 1",
-          std::to_string(d.bucket_reso_steps));
-  require(d.min_bucket_reso >= 1, "dataset.min_bucket_reso", "an integer >= 1",
-          std::to_string(d.min_bucket_reso));
-  require(d.max_bucket_reso >= d.min_bucket_reso, "dataset.max_bucket_reso",
-          "an integer >= min_bucket_reso (" + std::to_string(d.min_bucket_reso) + ")",
-          std::to_string(d.max_bucket_reso));
-  if (d.enable_bucket) {
-    // The same checks as kohya adjust_min_max_bucket_reso_by_steps, after its rounding.
-    const int steps = d.bucket_reso_steps;
-    const int min_r = d.min_bucket_reso - d.min_bucket_reso % steps;
-    const int max_r = d.max_bucket_reso % steps == 0
-                          ? d.max_bucket_reso
-                          : d.max_bucket_reso + steps - d.max_bucket_reso % steps;
-    require(min_r >= 1, "dataset.min_bucket_reso",
-            "a value >= bucket_reso_steps (" + std::to_string(steps) + ")",
-            std::to_string(d.min_bucket_reso));
-    require(min_r <= std::min(d.resolution_w, d.resolution_h), "dataset.min_bucket_reso",
-            "at most the smaller resolution side " +
-                std::to_string(std::min(d.resolution_w, d.resolution_h)) +
-                " (after rounding down to a multiple of bucket_reso_steps)",
-            std::to_string(d.min_bucket_reso));
-    require(max_r >= std::max(d.resolution_w, d.resolution_h), "dataset.max_bucket_reso",
-            "at least the larger resolution side " +
-                std::to_string(std::max(d.resolution_w, d.resolution_h)),
-            std::to_string(d.max_bucket_reso));
+  if (folder_datasets) {
+    require(!d.train_data_dir.empty(), "dataset.train_data_dir",
+            "a non-empty path to a folder of <num_repeats>_<class tokens> subfolders", "nothing");
   }
-  require(!d.caption_extension.empty(), "dataset.caption_extension",
-          "a file extension such as .txt", "nothing");
-  // kohya adds the leading "." when it is missing (config_util / train_util).
-  if (d.caption_extension[0] != '.') d.caption_extension = "." + d.caption_extension;
-  require(d.reg_selection == "first", "dataset.reg_selection",
-          "'first' (kohya's rule: the same prefix of reg images every epoch)",
-          str(d.reg_selection));
+  require(d.reg_selection == "first" || d.reg_selection == "random" ||
+              d.reg_selection == "rotate",
+          "dataset.reg_selection", "one of: first, random, rotate", str(d.reg_selection));
+  require(d.on_bad_image == "error" || d.on_bad_image == "skip", "dataset.on_bad_image",
+          "one of: error, skip", str(d.on_bad_image));
+  require(d.max_image_pixels >= 1, "dataset.max_image_pixels", "an integer >= 1",
+          std::to_string(d.max_image_pixels));
+  require(d.scan_threads >= 0, "dataset.scan_threads", "an integer >= 0 (0 = all cores)",
+          std::to_string(d.scan_threads));
 
   auto& n = c.network;
   require(n.network_dim >= 1, "network.network_dim", "an integer >= 1",
@@ -311,22 +382,83 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   auto& o = c.output;
   auto& co = c.coordinator;
   auto& w = c.worker;
+  std::vector<std::string>& warnings = c.dataset_warnings;
+
+  // The `dataset:` section: kohya's CLI level for the dataset keys, plus lorafleet's own keys.
+  dk::GivenLevel section;
+  section.source = source_name;
+  section.path = "dataset";
+  section.path_base = base_dir;
+  std::vector<Field> dataset_fields = {
+      p.string_field("train_data_dir", &d.train_data_dir),
+      p.string_field("reg_data_dir", &d.reg_data_dir),
+      p.string_field("dataset_config", &d.dataset_config)};
+  for (Field& f : p.kohya_fields(dk::kSection, &section, &warnings)) {
+    dataset_fields.push_back(std::move(f));
+  }
+  for (Field f : {p.string_field("reg_selection", &d.reg_selection),
+                  p.string_field("on_bad_image", &d.on_bad_image),
+                  p.i64_field("max_image_pixels", &d.max_image_pixels),
+                  p.int_field("scan_threads", &d.scan_threads),
+                  p.bool_field("cache_latents_to_disk", &d.cache_latents_to_disk),
+                  p.bool_field("cache_text_encoder_outputs_to_disk",
+                               &d.cache_text_encoder_outputs_to_disk),
+                  p.string_field("cache_dir", &d.cache_dir)}) {
+    dataset_fields.push_back(std::move(f));
+  }
+
+  // `datasets:` (form 2): a list of [[datasets]] mappings, each with a `subsets:` list.
+  std::vector<dk::DatasetLevels> yaml_datasets;
+  int datasets_line = 0;  // 0: no `datasets:` key
+  auto read_subsets = [&p, &source_name, &base_dir, &warnings](
+                          dk::DatasetLevels& dl, const YAML::Node& v, const std::string& key,
+                          int line) {
+    if (!v.IsSequence() || v.size() == 0) {
+      p.fail_key(line, key,
+                 "expected a non-empty list of subsets (mappings with image_dir), got " +
+                     Parser::describe(v));
+    }
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      dk::GivenLevel sl;
+      sl.source = source_name;
+      sl.path = key + "[" + std::to_string(j) + "]";
+      sl.line = Parser::line_of(v[j], line);
+      sl.path_base = base_dir;
+      p.apply(v[j], sl.path, p.kohya_fields(dk::kSubset, &sl, &warnings), sl.line,
+              misplaced_hint);
+      dl.subsets.push_back(std::move(sl));
+    }
+  };
+  const Field datasets_field = {
+      "datasets", [&](const YAML::Node& v, const std::string& key, int line) {
+        datasets_line = line;
+        if (!v.IsSequence() || v.size() == 0) {
+          p.fail_key(line, key,
+                     "expected a non-empty list of datasets (mappings with subsets:), got " +
+                         Parser::describe(v));
+        }
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          dk::DatasetLevels dl;
+          dl.dataset.source = source_name;
+          dl.dataset.path = key + "[" + std::to_string(i) + "]";
+          dl.dataset.line = Parser::line_of(v[i], line);
+          dl.dataset.path_base = base_dir;
+          std::vector<Field> fields = p.kohya_fields(dk::kDataset, &dl.dataset, &warnings);
+          fields.push_back({"subsets", [&read_subsets, &dl](const YAML::Node& sv,
+                                                             const std::string& sk, int sline) {
+                              read_subsets(dl, sv, sk, sline);
+                            }});
+          p.apply(v[i], dl.dataset.path, fields, dl.dataset.line, misplaced_hint);
+          yaml_datasets.push_back(std::move(dl));
+        }
+      }};
+
   const std::vector<std::pair<std::string, std::vector<Field>>> sections = {
       {"model",
        {p.string_field("pretrained_model_name_or_path", &m.pretrained_model_name_or_path),
         p.string_field("architecture", &m.architecture),
         p.string_field("tokenizer_vocab", &m.tokenizer_vocab)}},
-      {"dataset",
-       {p.string_field("train_data_dir", &d.train_data_dir),
-        p.string_field("reg_data_dir", &d.reg_data_dir),
-        p.resolution_field("resolution", &d.resolution_w, &d.resolution_h),
-        p.bool_field("enable_bucket", &d.enable_bucket),
-        p.int_field("min_bucket_reso", &d.min_bucket_reso),
-        p.int_field("max_bucket_reso", &d.max_bucket_reso),
-        p.int_field("bucket_reso_steps", &d.bucket_reso_steps),
-        p.bool_field("bucket_no_upscale", &d.bucket_no_upscale),
-        p.string_field("caption_extension", &d.caption_extension),
-        p.string_field("reg_selection", &d.reg_selection)}},
+      {"dataset", dataset_fields},
       {"network",
        {p.int_field("network_dim", &n.network_dim),
         p.double_field("network_alpha", &n.network_alpha),
@@ -361,21 +493,86 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   if (!root.IsNull()) {
     if (!root.IsMap()) {
       p.fail(Parser::line_of(root, 1),
-             "expected a mapping of sections (model, dataset, network, training, output, "
-             "coordinator, worker), got " + Parser::describe(root));
+             "expected a mapping of sections (model, dataset, datasets, network, training, "
+             "output, coordinator, worker), got " + Parser::describe(root));
     }
     // Each section is a Field whose setter applies the section's own fields.
     std::vector<Field> top;
     for (const auto& [name, fields] : sections) {
-      top.push_back({name, [&p, &fields = fields](const YAML::Node& v, const std::string& key,
-                                                   int line) {
-                       p.apply(v, key, fields, line);
+      const MisplacedHint hint = name == "dataset" ? MisplacedHint(misplaced_hint)
+                                                    : MisplacedHint();
+      top.push_back({name, [&p, &fields = fields, hint](const YAML::Node& v,
+                                                         const std::string& key, int line) {
+                       p.apply(v, key, fields, line, hint);
                      }});
+      if (name == "dataset") top.push_back(datasets_field);
     }
     p.apply(root, "", top, 1);
   }
+  section.line = p.line_for("dataset");
 
-  validate(p, c);
+  // Which of the three forms (dataset_config.h).
+  const bool from_toml = !d.dataset_config.empty();
+  const bool from_yaml_list = datasets_line != 0;
+  if (from_toml && from_yaml_list) {
+    p.fail_key(datasets_line, "datasets",
+               "cannot be combined with 'dataset.dataset_config' (line " +
+                   std::to_string(p.line_for("dataset.dataset_config")) +
+                   "): give the datasets either here or in the kohya .toml file");
+  }
+  validate(p, c, !from_toml && !from_yaml_list);
+
+  // The `dataset:` section's own view of the kohya keys, kept for code that reads them there.
+  auto section_value = [&section](const char* key) -> const dk::GivenValue* {
+    auto it = section.values.find(key);
+    return it == section.values.end() ? nullptr : &it->second;
+  };
+  if (const auto* v = section_value("resolution")) {
+    d.resolution_w = v->w;
+    d.resolution_h = v->h;
+  }
+  if (const auto* v = section_value("enable_bucket")) d.enable_bucket = v->b;
+  if (const auto* v = section_value("min_bucket_reso")) d.min_bucket_reso = static_cast<int>(v->i);
+  if (const auto* v = section_value("max_bucket_reso")) d.max_bucket_reso = static_cast<int>(v->i);
+  if (const auto* v = section_value("bucket_reso_steps")) {
+    d.bucket_reso_steps = static_cast<int>(v->i);
+  }
+  if (const auto* v = section_value("bucket_no_upscale")) d.bucket_no_upscale = v->b;
+  if (const auto* v = section_value("caption_extension")) d.caption_extension = v->s;
+  if (!d.caption_extension.empty() && d.caption_extension[0] != '.') {
+    d.caption_extension = "." + d.caption_extension;
+  }
+
+  // The `dataset:` section sits above these defaults; batch_size falls back to
+  // training.train_batch_size as kohya's does to --train_batch_size.
+  DatasetConfig defaults;
+  defaults.batch_size = t.train_batch_size;
+  if (from_toml || from_yaml_list) {
+    const char* origin = from_toml ? "'dataset.dataset_config' is given"
+                                   : "the datasets are listed under 'datasets:'";
+    const std::pair<const char*, const std::string*> dirs[] = {
+        {"dataset.train_data_dir", &d.train_data_dir}, {"dataset.reg_data_dir", &d.reg_data_dir}};
+    for (const auto& [key, value] : dirs) {
+      if (value->empty()) continue;
+      warnings.push_back(source_name + ":" + std::to_string(p.line_for(key)) + ": key '" + key +
+                         "': ignored because " + origin +
+                         " (kohya likewise ignores it with --dataset_config)");
+    }
+  }
+  if (from_toml) {
+    d.dataset_config = resolve_path(base_dir, d.dataset_config);
+    const dk::TomlLevels levels = dk::read_toml_levels(d.dataset_config, &warnings);
+    c.datasets = dk::resolve_datasets(levels.datasets, &levels.general, &section, defaults,
+                                      "the default", &warnings);
+  } else if (from_yaml_list) {
+    c.datasets =
+        dk::resolve_datasets(yaml_datasets, nullptr, &section, defaults, "the default", &warnings);
+  } else {
+    DatasetConfig ds = dk::resolve_folder_dataset(section, defaults);
+    ds.train_data_dir = resolve_path(base_dir, d.train_data_dir);
+    ds.reg_data_dir = resolve_path(base_dir, d.reg_data_dir);
+    c.datasets.push_back(std::move(ds));
+  }
 
   m.pretrained_model_name_or_path = resolve_path(base_dir, m.pretrained_model_name_or_path);
   m.tokenizer_vocab = resolve_path(base_dir, m.tokenizer_vocab);
@@ -383,6 +580,8 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   d.reg_data_dir = resolve_path(base_dir, d.reg_data_dir);
   n.network_weights = resolve_path(base_dir, n.network_weights);
   o.output_dir = resolve_path(base_dir, o.output_dir);
+  d.cache_dir = d.cache_dir.empty() ? (fs::path(o.output_dir) / "cache").string()
+                                    : resolve_path(base_dir, d.cache_dir);
   return c;
 }
 

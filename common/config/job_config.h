@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/config/dataset_config.h"
+
 namespace lf {
 
 // Thrown for any invalid configuration. what() = "<file>:<line>: <key>: <problem>".
@@ -29,10 +31,17 @@ struct ModelSection {
   std::string tokenizer_vocab = ".deps/bpe_simple_vocab_16e6.txt.gz";
 };
 
+// The job YAML's `dataset:` section. It plays kohya's command line: train_data_dir/reg_data_dir
+// (form 1, see dataset_config.h), the fallback level below [general] for every kohya dataset and
+// subset key (the kohya caption/augmentation keys it takes are resolved into JobConfig::datasets,
+// not stored here), and lorafleet's own dataset options.
 struct DatasetSection {
   // Parent folders holding kohya DreamBooth subsets named "<num_repeats>_<class tokens>".
+  // Ignored, with a warning, when `datasets:` or dataset_config is given (as kohya).
   std::string train_data_dir;
   std::string reg_data_dir;  // empty: no regularization images
+  // A kohya dataset-config .toml (form 3); resolved against the base dir. Empty: none.
+  std::string dataset_config;
   int resolution_w = 512;    // "resolution: 512" or "resolution: [W, H]"
   int resolution_h = 512;
   bool enable_bucket = true;
@@ -40,9 +49,17 @@ struct DatasetSection {
   int max_bucket_reso = 1024;
   int bucket_reso_steps = 64;
   bool bucket_no_upscale = false;
-  std::string caption_extension = ".txt";
-  // "first": kohya's rule (the same prefix of reg images every epoch).
+  std::string caption_extension = ".caption";  // kohya's default; "." added if missing
+  // How reg images are chosen per epoch: "first" (kohya's rule: the same prefix of reg images
+  // every epoch), "random" or "rotate".
   std::string reg_selection = "first";
+  std::string on_bad_image = "error";  // error | skip: an unreadable image stops the scan or not
+  std::int64_t max_image_pixels = 178956970;  // larger images are refused (PIL's default limit)
+  int scan_threads = 0;                       // 0 = all cores
+  bool cache_latents_to_disk = false;
+  bool cache_text_encoder_outputs_to_disk = false;
+  // Where disk caches go; "" in the YAML means <output_dir>/cache, which the parser fills in.
+  std::string cache_dir;
 };
 
 struct NetworkSection {
@@ -101,14 +118,24 @@ struct JobConfig {
   CoordinatorSection coordinator;
   WorkerSection worker;
 
+  // The resolved datasets, whichever of the three forms (dataset_config.h) the YAML uses; never
+  // empty after parsing. Form 1 gives one dataset with train_data_dir/reg_data_dir and
+  // folder_defaults; forms 2 and 3 give the listed datasets and subsets.
+  std::vector<DatasetConfig> datasets;
+  // "<file>:<line>: ..." notes for the log: ignored kohya keys, ignored subsets and dirs.
+  std::vector<std::string> dataset_warnings;
+
   std::string source_name;  // file path (or "<string>") the config came from
   std::string yaml_text;    // the text as read, sent to workers verbatim
 };
 
-// Parses YAML text. Relative paths (model, vocab, data dirs, network_weights, output_dir) are
-// resolved against base_dir when non-empty. As kohya, a caption_extension without its leading
-// "." gets one and network_alpha 0 means network_dim. Throws ConfigError("<source_name>:<line>:
-// ...") on YAML syntax errors, unknown or duplicate keys, wrong types and invalid values.
+// Parses YAML text. Relative paths (model, vocab, data dirs, dataset_config, image_dir of
+// `datasets:` subsets, network_weights, output_dir, cache_dir) are resolved against base_dir when
+// non-empty; image_dir in a kohya .toml resolves against the current directory, as kohya. As
+// kohya, a caption_extension without its leading "." gets one and network_alpha 0 means
+// network_dim. With dataset.dataset_config the .toml file is read here. Throws ConfigError(
+// "<source_name>:<line>: ...") (or "<toml path>:<line>: ...") on syntax errors, unknown or
+// duplicate keys, wrong types and invalid values.
 JobConfig parse_job_config(const std::string& yaml_text, const std::string& source_name,
                            const std::string& base_dir = "");
 
