@@ -30,6 +30,50 @@ int round_to_steps(double x, int steps) {
   return static_cast<int>(r - r % steps);
 }
 
+
+// lorafleet's one change to kohya's bucket_no_upscale rule. kohya floors both sides to
+// bucket_reso_steps, which can drop a near-square image larger than the target area to a smaller
+// square than fits: 2000x1950 at resolution 1024 gets (960,960) although (1024,1024) has the
+// target area and a closer aspect ratio. So, starting from kohya's bucket, grow it by one step on
+// either or both sides while the area stays <= max_area, the bucket stays within the image (no
+// upscaling) and |bucket_ar - image_ar| does not get worse; prefer the largest such bucket. When
+// it grows, the image is resized to cover the new bucket as in upscale mode. Every image kohya
+// already buckets without loss (e.g. 1000x750 -> 512x384 at 512) keeps kohya's result.
+void grow_no_upscale_bucket(int width, int height, std::int64_t max_area, int steps,
+                            BucketSelection* sel) {
+  const double ar = static_cast<double>(width) / height;
+  auto ar_err = [ar](int w, int h) { return std::fabs(static_cast<double>(w) / h - ar); };
+  BucketReso b = sel->bucket;
+  bool grew = false;
+  for (;;) {
+    const BucketReso candidates[3] = {
+        {b.width + steps, b.height + steps}, {b.width + steps, b.height}, {b.width, b.height + steps}};
+    const double current = ar_err(b.width, b.height);
+    const BucketReso* best = nullptr;
+    for (const BucketReso& c : candidates) {
+      if (static_cast<std::int64_t>(c.width) * c.height > max_area || c.width > width ||
+          c.height > height || ar_err(c.width, c.height) > current + 1e-12) {
+        continue;
+      }
+      if (best == nullptr ||
+          static_cast<std::int64_t>(c.width) * c.height >
+              static_cast<std::int64_t>(best->width) * best->height) {
+        best = &c;
+      }
+    }
+    if (best == nullptr) break;
+    b = *best;
+    grew = true;
+  }
+  if (!grew) return;
+  sel->bucket = b;
+  const double scale = ar > static_cast<double>(b.width) / b.height
+                           ? static_cast<double>(b.height) / height
+                           : static_cast<double>(b.width) / width;
+  sel->resized_width = std::max(b.width, static_cast<int>(width * scale + 0.5));
+  sel->resized_height = std::max(b.height, static_cast<int>(height * scale + 0.5));
+}
+
 }  // namespace
 
 std::vector<BucketReso> make_bucket_resolutions(int max_w, int max_h, int min_size, int max_size,
@@ -116,6 +160,16 @@ BucketManager::BucketManager(const BucketOptions& options) : options_(options) {
   }
   buckets_ = make_bucket_resolutions(o.resolution_w, o.resolution_h, o.min_bucket_reso,
                                      o.max_bucket_reso, steps);
+  if (buckets_.size() == 1) {
+    warnings_.push_back(
+        "the bucket options give a single bucket " +
+        size_str(buckets_[0].width, buckets_[0].height) + " (resolution " +
+        size_str(o.resolution_w, o.resolution_h) + ", min_bucket_reso " +
+        std::to_string(o.min_bucket_reso) + ", max_bucket_reso " +
+        std::to_string(o.max_bucket_reso) + ", bucket_reso_steps " + std::to_string(steps) +
+        "): every image is cropped to it; lower min_bucket_reso or raise max_bucket_reso for "
+        "aspect-ratio bucketing");
+  }
 }
 
 BucketSelection BucketManager::select(int width, int height) const {
@@ -182,6 +236,9 @@ BucketSelection BucketManager::select(int width, int height) const {
     }
     sel.bucket = {sel.resized_width - sel.resized_width % steps,
                   sel.resized_height - sel.resized_height % steps};
+    if (static_cast<std::int64_t>(width) * height > max_area) {
+      grow_no_upscale_bucket(width, height, max_area, steps, &sel);
+    }
   }
   if (sel.bucket.width <= 0 || sel.bucket.height <= 0 || sel.resized_width <= 0 ||
       sel.resized_height <= 0) {

@@ -51,13 +51,17 @@ class BucketManager {
   // resolution bucket when enable_bucket is false.
   const std::vector<BucketReso>& predefined() const { return buckets_; }
 
-  // kohya select_bucket(w, h). Throws std::invalid_argument for w or h <= 0, or when the
-  // image is too small to give a bucket with both sides > 0.
+  // kohya select_bucket(w, h). In bucket_no_upscale mode, an image larger than the target area
+  // whose floored bucket wastes area gets the larger bucket that still fits with an aspect
+  // ratio at least as close (2000x1950 at 1024: (1024,1024), not kohya's (960,960)).
+  // Throws std::invalid_argument for w or h <= 0, or when the image is too small to give a
+  // bucket with both sides > 0.
   BucketSelection select(int width, int height) const;
 
   // The options in effect: min/max_bucket_reso after rounding to bucket_reso_steps.
   const BucketOptions& options() const { return options_; }
-  // Warnings produced while adjusting options (e.g. rounded min/max), for the caller to log.
+  // Warnings produced while adjusting options (rounded min/max, a single bucket), for the
+  // caller to log.
   const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:

@@ -164,5 +164,76 @@ TEST(BucketManager, RejectsResolutionOutsideMinMax) {
   EXPECT_THROW(BucketManager{o}, std::invalid_argument);
 }
 
+
+// Issue 3 cases. Resolution 512 with min_bucket_reso 512: the list collapses to one bucket and
+// a warning says so; with min 256 the usual kohya choices hold.
+TEST(BucketManager, Issue3UpscaleCases) {
+  BucketOptions o;
+  o.min_bucket_reso = 512;
+  o.max_bucket_reso = 1024;
+  BucketManager single(o);
+  EXPECT_EQ(single.predefined(), R({{512, 512}}));
+  ASSERT_EQ(single.warnings().size(), 1u);
+  EXPECT_NE(single.warnings()[0].find("single bucket 512x512"), std::string::npos)
+      << single.warnings()[0];
+
+  o.min_bucket_reso = 256;
+  BucketManager m(o);
+  EXPECT_TRUE(m.warnings().empty());
+  // 512x768 -> (384,640): scale 640/768, width int(426.67 + 0.5) = 427; crop (427-384)/2 = 21.
+  expect_selection(m, 512, 768, {384, 640}, 427, 640);
+  EXPECT_EQ((427 - 384) / 2, 21);
+  expect_selection(m, 768, 512, {640, 384}, 640, 427);
+  // 512x640 (ar 0.8) -> 448x576 (ar 0.778): the image is wider than the bucket, so
+  // scale = 576/640 and width int(460.8 + 0.5) = 461.
+  expect_selection(m, 512, 640, {448, 576}, 461, 576);
+}
+
+// bucket_no_upscale at 1024: a near-square 2000x1950 image must get (1024,1024) (resized
+// 1050x1024, 13 px cropped on each side), where kohya's floored rule gives (960,960).
+TEST(BucketManager, NoUpscaleNearSquareKeepsTheFullBucket) {
+  BucketOptions o;
+  o.resolution_w = o.resolution_h = 1024;
+  o.max_bucket_reso = 2048;
+  o.bucket_no_upscale = true;
+  BucketManager m(o);
+  const BucketSelection s = m.select(2000, 1950);
+  EXPECT_EQ(s.bucket, (BucketReso{1024, 1024}));
+  EXPECT_EQ(s.resized_width, 1050);
+  EXPECT_EQ(s.resized_height, 1024);
+  EXPECT_EQ((s.resized_width - s.bucket.width) / 2, 13);
+  expect_selection(m, 1500, 1500, {1024, 1024}, 1024, 1024);
+  expect_selection(m, 1950, 2000, {1024, 1024}, 1024, 1050);
+  // EXIF-rotated 4000x3000 photo (3000x4000 upright) at 1024, upscale mode: (896,1152).
+  BucketOptions up;
+  up.resolution_w = up.resolution_h = 1024;
+  up.max_bucket_reso = 2048;
+  BucketManager mu(up);
+  expect_selection(mu, 3000, 4000, {896, 1152}, 896, 1195);
+}
+
+// No bucket side is ever <= 0, in any mode, for any image size >= 1.
+TEST(BucketManager, NoBucketSideIsEverZero) {
+  for (bool no_upscale : {false, true}) {
+    BucketOptions o;
+    o.bucket_no_upscale = no_upscale;
+    BucketManager m(o);
+    for (int w : {1, 7, 63, 64, 65, 300, 4096, 20000}) {
+      for (int h : {1, 7, 63, 64, 65, 300, 4096, 20000}) {
+        try {
+          const BucketSelection s = m.select(w, h);
+          EXPECT_GT(s.bucket.width, 0);
+          EXPECT_GT(s.bucket.height, 0);
+          EXPECT_GE(s.resized_width, s.bucket.width);
+          EXPECT_GE(s.resized_height, s.bucket.height);
+        } catch (const std::invalid_argument& e) {
+          // Only allowed when the image cannot give a bucket at all (no_upscale, tiny sides).
+          EXPECT_TRUE(no_upscale) << w << "x" << h << ": " << e.what();
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lf
