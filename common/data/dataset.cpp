@@ -1,16 +1,24 @@
-// Scan of kohya DreamBooth folders (generate_dreambooth_subsets_config_by_subdirs, glob_images,
-// read_caption in sd-scripts): subsets "<num_repeats>_<class tokens>", images sorted by name,
-// same-stem caption files, every image decoded once so bad files fail before training starts.
-// Unlike kohya, subsets are walked in sorted name order (kohya uses iterdir order).
+// Dataset scan (see dataset.h). Mirrors kohya sd-scripts' DreamBooth dataset
+// (generate_dreambooth_subsets_config_by_subdirs, glob_images, read_caption, DreamBoothDataset),
+// with these deliberate differences, each documented in docs/dataset.md:
+//   - subset folders are walked in sorted byte order (kohya: directory order, which differs
+//     between machines and would change the sample order);
+//   - every image is fully decoded here, on several threads, so a truncated or fake file is
+//     reported before any model loads (kohya reads only the header here and fails mid-training);
+//   - all bad images are listed together; on_bad_image: skip drops them instead of stopping;
+//   - two images with the same stem in one folder are an error (they would share a caption).
 #include "common/data/dataset.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <map>
+#include <mutex>
+#include <thread>
 
-#include "common/data/image_ops.h"
+#include "common/data/caption.h"
+#include "common/io/sha256.h"
 
 namespace lf {
 namespace {
@@ -18,22 +26,25 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* const kLayoutHint =
-    "expected the kohya DreamBooth layout <dir>/<num_repeats>_<class tokens>/<image>.png, "
-    "e.g. <dir>/10_sks dog/001.png with optional captions <dir>/10_sks dog/001.txt";
+    "expected the kohya DreamBooth layout <train_data_dir>/<num_repeats>_<class tokens>/<image>"
+    ".png, e.g. train/10_sks dog/001.png with an optional caption train/10_sks dog/001.txt "
+    "(caption_extension), or subsets with image_dir in a datasets: list / dataset_config TOML";
 
 std::string lower(std::string s) {
   for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
 }
 
+// Hidden files (".DS_Store") and macOS AppleDouble files ("._IMG_1.JPG") are never images.
 bool is_image_name(const std::string& filename) {
-  if (filename.empty() || filename[0] == '.') return false;  // hidden files, macOS "._*"
+  if (filename.empty() || filename[0] == '.') return false;
   const std::string ext = lower(fs::path(filename).extension().string());
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".webp" || ext == ".bmp";
 }
 
-// "<int>_<rest>" as kohya extract_dreambooth_params: split at the first '_'; a name that is
-// only an integer has empty class tokens. Returns false when there is no integer prefix.
+// "<int>_<rest>" as kohya extract_dreambooth_params: split at the first '_'; the prefix must be
+// all digits. A name that is only an integer has empty class tokens. Returns false when there is
+// no integer prefix ("CROP", "x_10").
 bool parse_subset_name(const std::string& name, int* num_repeats, std::string* class_tokens) {
   const std::size_t us = name.find('_');
   const std::string head = name.substr(0, us);
@@ -46,35 +57,24 @@ bool parse_subset_name(const std::string& name, int* num_repeats, std::string* c
   return true;
 }
 
-// Caption text: UTF-8 BOM stripped, CRLF -> LF, surrounding whitespace trimmed.
-std::string read_caption_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DatasetError(path.string() + ": cannot read caption file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
-    out.push_back(text[i]);
+std::vector<fs::path> sorted_entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    out.push_back(it->path());
   }
-  const char* ws = " \t\r\n\f\v";
-  const std::size_t b = out.find_first_not_of(ws);
-  if (b == std::string::npos) {
-    throw DatasetError(path.string() +
-                       ": caption file is empty (expected the caption text; delete the file to "
-                       "use the folder's class tokens)");
-  }
-  const std::size_t e = out.find_last_not_of(ws);
-  return out.substr(b, e - b + 1);
+  if (ec) throw DatasetError(dir.string() + ": cannot list folder: " + ec.message());
+  // Byte order of the UTF-8 names: the same on every machine and under every locale.
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
+    return a.filename().native() < b.filename().native();
+  });
+  return out;
 }
 
 // kohya read_caption: "<stem><ext>", then, for stems with >= 5 '_' tokens (face-crop names
-// "<name>_cx_cy_w_h"), the stem without its last four tokens. Empty result: no caption file.
-std::string find_caption(const fs::path& image, const std::string& caption_extension,
-                         bool* found) {
+// "<name>_cx_cy_w_h"), the stem without its last four tokens. Returns the caption file's path,
+// or "" when there is none.
+std::string find_caption_file(const fs::path& image, const std::string& caption_extension) {
   const std::string stem = image.stem().string();
   std::vector<std::string> candidates = {stem};
   std::vector<std::size_t> us;
@@ -85,130 +85,267 @@ std::string find_caption(const fs::path& image, const std::string& caption_exten
   for (const auto& c : candidates) {
     const fs::path cap = image.parent_path() / (c + caption_extension);
     std::error_code ec;
-    if (fs::is_regular_file(cap, ec)) {
-      *found = true;
-      return read_caption_file(cap);
-    }
+    if (fs::is_regular_file(cap, ec)) return cap.string();
   }
-  *found = false;
   return "";
 }
 
-std::vector<fs::path> sorted_entries(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    out.push_back(it->path());
-  }
-  if (ec) throw DatasetError(dir.string() + ": cannot list folder: " + ec.message());
-  std::sort(out.begin(), out.end(),
-            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
-  return out;
-}
+// An image found by the listing, before decoding.
+struct PendingImage {
+  ImageRecord record;
+  std::string error;  // decode/bucket failure, empty when fine
+};
 
-// Scans one parent folder (train or reg) and appends its subsets and images.
-void scan_parent(const std::string& dir, bool is_reg, const ScanOptions& options,
-                 const BucketManager& buckets, Dataset* ds) {
-  const char* role = is_reg ? "reg_data_dir" : "train_data_dir";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw DatasetError(std::string(role) + " '" + dir + "': " +
-                       (fs::exists(dir, ec) ? "not a directory" : "no such directory") + "; " +
-                       kLayoutHint);
+struct Scanner {
+  const ScanOptions& options;
+  Dataset ds;
+  std::vector<PendingImage> pending;
+  std::vector<BucketManager> managers;  // one per dataset
+
+  // Subsets of a kohya DreamBooth parent folder (form 1): "<n>_<tokens>" sub-folders.
+  std::vector<SubsetConfig> folder_subsets(const std::string& dir, bool is_reg,
+                                           const DatasetConfig& dc) {
+    const char* role = is_reg ? "reg_data_dir" : "train_data_dir";
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      throw DatasetError(std::string("dataset.") + role + " '" + dir + "': " +
+                         (fs::exists(dir, ec) ? "not a directory" : "no such directory") +
+                         "; " + kLayoutHint);
+    }
+    std::vector<SubsetConfig> out;
+    int loose_files = 0;
+    for (const fs::path& sub : sorted_entries(fs::absolute(dir).lexically_normal())) {
+      const std::string name = sub.filename().string();
+      if (name.empty() || name[0] == '.') continue;
+      if (!fs::is_directory(sub, ec)) {
+        ++loose_files;
+        continue;
+      }
+      SubsetConfig s = dc.folder_defaults;
+      s.image_dir = sub.string();
+      s.is_reg = is_reg;
+      s.origin = sub.string();
+      if (!parse_subset_name(name, &s.num_repeats, &s.class_tokens)) {
+        ds.warnings.push_back(sub.string() + ": ignored, the folder name has no repeat count "
+                              "(expected <num_repeats>_<class tokens>, e.g. 10_sks dog)");
+        continue;
+      }
+      if (s.num_repeats < 1) {
+        ds.warnings.push_back(sub.string() + ": ignored, num_repeats is " +
+                              std::to_string(s.num_repeats) + " (expected an integer >= 1)");
+        continue;
+      }
+      s.has_class_tokens = true;
+      if (s.class_tokens.empty()) {
+        ds.warnings.push_back(sub.string() + ": no class tokens after the repeat count; images "
+                              "without a caption file get an empty caption");
+      }
+      out.push_back(std::move(s));
+    }
+    if (loose_files > 0) {
+      ds.warnings.push_back(std::string(role) + " '" + dir + "': " +
+                            std::to_string(loose_files) +
+                            " file(s) directly in the folder are ignored (only "
+                            "<num_repeats>_<class tokens> sub-folders are read)");
+    }
+    return out;
   }
-  const fs::path parent = fs::absolute(fs::path(dir)).lexically_normal();
-  int loose_images = 0;
-  for (const fs::path& sub : sorted_entries(parent)) {
-    const std::string name = sub.filename().string();
-    if (!fs::is_directory(sub, ec)) {
-      if (is_image_name(name)) ++loose_images;
-      continue;
+
+  // Lists one subset's images and captions into `pending`.
+  void list_subset(SubsetConfig config, int dataset_index) {
+    std::error_code ec;
+    const fs::path dir = fs::absolute(config.image_dir).lexically_normal();
+    if (!fs::is_directory(dir, ec)) {
+      throw DatasetError((config.origin.empty() ? "" : config.origin + ": ") + "image_dir '" +
+                         config.image_dir + "': " +
+                         (fs::exists(dir, ec) ? "not a directory" : "no such directory") +
+                         " (expected a folder of images)");
     }
-    if (name.empty() || name[0] == '.') continue;
-    SubsetInfo subset;
-    subset.name = name;
-    subset.is_reg = is_reg;
-    if (!parse_subset_name(name, &subset.num_repeats, &subset.class_tokens)) {
-      ds->warnings.push_back(sub.string() + ": ignored, the folder name has no repeat count "
-                             "(expected <num_repeats>_<class tokens>, e.g. 10_sks dog)");
-      continue;
-    }
-    if (subset.num_repeats < 1) {
-      ds->warnings.push_back(sub.string() + ": ignored, num_repeats is 0 (expected >= 1)");
-      continue;
-    }
-    for (const fs::path& file : sorted_entries(sub)) {
-      if (!is_image_name(file.filename().string()) || !fs::is_regular_file(file, ec)) continue;
-      ImageRecord rec;
-      rec.index = static_cast<int>(ds->images.size());
+    SubsetInfo info;
+    info.name = dir.filename().string();
+    info.image_dir = dir.string();
+    info.dataset_index = dataset_index;
+    const int subset_index = static_cast<int>(ds.subsets.size());
+    std::map<std::string, std::string> by_stem;  // stem -> first file with it
+    for (const fs::path& file : sorted_entries(dir)) {
+      const std::string filename = file.filename().string();
+      if (!is_image_name(filename) || !fs::is_regular_file(file, ec)) continue;
+      const std::string stem = file.stem().string();
+      auto [it, inserted] = by_stem.emplace(stem, file.string());
+      if (!inserted) {
+        throw DatasetError(it->second + " and " + file.string() +
+                           ": two images with the same name stem '" + stem +
+                           "' in one folder (they would share a caption file); rename or "
+                           "remove one");
+      }
+      PendingImage p;
+      ImageRecord& rec = p.record;
       rec.path = file.string();
-      rec.subset = name;
-      rec.is_reg = is_reg;
-      rec.num_repeats = subset.num_repeats;
-      bool has_caption = false;
-      rec.caption = find_caption(file, options.caption_extension, &has_caption);
-      if (!has_caption) {
-        rec.caption = subset.class_tokens;
-        if (rec.caption.empty()) {
-          ds->warnings.push_back(rec.path + ": no caption file and no class tokens in the folder "
-                                 "name; the caption is empty");
+      rec.dataset_index = dataset_index;
+      rec.subset_index = subset_index;
+      rec.is_reg = config.is_reg;
+      rec.num_repeats = config.num_repeats;
+      const std::string caption_path = find_caption_file(file, config.caption_extension);
+      if (!caption_path.empty()) {
+        bool empty = false;
+        int extra_lines = 0;
+        rec.caption = read_caption_file(caption_path, &empty, &extra_lines);
+        if (empty) {
+          ds.warnings.push_back(caption_path + ": caption file is empty; the caption is empty "
+                                "(delete the file to use the class tokens instead)");
+        } else if (extra_lines > 0) {
+          ds.warnings.push_back(caption_path + ": " + std::to_string(extra_lines + 1) +
+                                " non-empty lines; only the first is used as the caption");
+        }
+      } else {
+        rec.caption = config.class_tokens;
+        if (!config.has_class_tokens) {
+          ds.warnings.push_back(rec.path + ": no caption file (" + config.caption_extension +
+                                ") and no class_tokens; the caption is empty");
         }
       }
-      const RgbImage img = load_rgb_image(rec.path);
-      rec.width = img.width;
-      rec.height = img.height;
-      try {
-        rec.bucket = buckets.select(rec.width, rec.height);
-      } catch (const std::invalid_argument& e) {
-        throw DatasetError(rec.path + ": " + e.what());
+      pending.push_back(std::move(p));
+    }
+    info.config = std::move(config);
+    ds.subsets.push_back(std::move(info));
+  }
+
+  // Reads, hashes and decodes every pending image on `threads` threads, then picks buckets.
+  void decode_all() {
+    int threads = options.threads > 0 ? options.threads
+                                      : static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::max(1, std::min<int>(threads, static_cast<int>(pending.size())));
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+      for (std::size_t i = next++; i < pending.size(); i = next++) {
+        PendingImage& p = pending[i];
+        ImageRecord& rec = p.record;
+        try {
+          const std::vector<std::uint8_t> bytes = read_file_bytes(rec.path);
+          rec.content_sha256 = sha256_hex(bytes.data(), bytes.size());
+          const DecodedImage img = decode_image(rec.path, bytes, options.decode);
+          rec.width = img.width;
+          rec.height = img.height;
+          rec.has_alpha = img.has_alpha();
+          rec.bucket = managers[rec.dataset_index].select(rec.width, rec.height);
+        } catch (const std::exception& e) {
+          p.error = e.what();
+        }
       }
-      ds->images.push_back(std::move(rec));
-      ++subset.image_count;
-    }
-    if (subset.image_count == 0) {
-      ds->warnings.push_back(sub.string() + ": no images (expected png/jpg/jpeg/webp/bmp files)");
-    }
-    const std::int64_t samples = static_cast<std::int64_t>(subset.num_repeats) *
-                                 subset.image_count;
-    (is_reg ? ds->num_reg_samples_raw : ds->num_train_samples) += samples;
-    ds->subsets.push_back(std::move(subset));
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
   }
-  if (loose_images > 0) {
-    ds->warnings.push_back(parent.string() + ": " + std::to_string(loose_images) +
-                           " image(s) directly in the folder are ignored; " + kLayoutHint);
+
+  // Keeps the good images (in listing order), lists or throws for the bad ones, and counts.
+  void finish() {
+    std::vector<std::string> bad;
+    for (PendingImage& p : pending) {
+      if (!p.error.empty()) {
+        // Decoder messages already start with the path; bucket errors do not.
+        const std::string& msg = p.error;
+        bad.push_back(msg.compare(0, p.record.path.size(), p.record.path) == 0
+                          ? msg
+                          : p.record.path + ": " + msg);
+        ds.bad_images.push_back({p.record.path, p.error});
+        continue;
+      }
+      p.record.index = static_cast<int>(ds.images.size());
+      ds.images.push_back(std::move(p.record));
+    }
+    if (!bad.empty()) {
+      if (options.on_bad_image != "skip") {
+        std::string msg = std::to_string(bad.size()) + " image(s) cannot be used:";
+        for (const auto& b : bad) msg += "\n  " + b;
+        msg += "\nfix or remove them, or set dataset.on_bad_image: skip to train without them";
+        throw DatasetError(msg);
+      }
+      for (const auto& b : bad) ds.warnings.push_back("skipped (on_bad_image: skip): " + b);
+    }
+    for (const ImageRecord& img : ds.images) {
+      SubsetInfo& s = ds.subsets[img.subset_index];
+      ++s.image_count;
+    }
+    for (const SubsetInfo& s : ds.subsets) {
+      if (s.image_count == 0) {
+        ds.warnings.push_back(s.image_dir + ": no usable images (expected png, jpg, jpeg, webp "
+                              "or bmp files)");
+      }
+      const std::int64_t samples = static_cast<std::int64_t>(s.config.num_repeats) * s.image_count;
+      DatasetInfo& d = ds.datasets[s.dataset_index];
+      (s.config.is_reg ? d.num_reg_samples_raw : d.num_train_samples) += samples;
+      (s.config.is_reg ? ds.num_reg_samples_raw : ds.num_train_samples) += samples;
+    }
   }
-}
+};
 
 }  // namespace
 
-Dataset scan_dreambooth_dataset(const ScanOptions& options) {
-  if (options.train_data_dir.empty()) {
-    throw DatasetError(std::string("train_data_dir is empty; ") + kLayoutHint);
+Dataset scan_dataset(const ScanOptions& options) {
+  if (options.datasets.empty()) {
+    throw DatasetError(std::string("no dataset configured; ") + kLayoutHint);
   }
-  BucketManager buckets = [&] {
+  if (options.on_bad_image != "error" && options.on_bad_image != "skip") {
+    throw DatasetError("dataset.on_bad_image '" + options.on_bad_image +
+                       "': expected error or skip");
+  }
+  Scanner sc{options, {}, {}, {}};
+  for (std::size_t d = 0; d < options.datasets.size(); ++d) {
+    const DatasetConfig& dc = options.datasets[d];
+    const std::string where =
+        "dataset " + std::to_string(d + 1) + (dc.origin.empty() ? "" : " (" + dc.origin + ")");
     try {
-      return BucketManager(options.buckets);
+      sc.managers.emplace_back(dc.buckets);
     } catch (const std::invalid_argument& e) {
-      throw DatasetError(std::string("dataset bucket options: ") + e.what());
+      throw DatasetError(where + ": bucket options: " + e.what());
     }
-  }();
-  Dataset ds;
-  ds.warnings = buckets.warnings();
-  scan_parent(options.train_data_dir, false, options, buckets, &ds);
-  if (ds.images.empty()) {
-    throw DatasetError("train_data_dir '" + options.train_data_dir +
-                       "': no training images found; " + kLayoutHint);
-  }
-  if (!options.reg_data_dir.empty()) {
-    const std::size_t before = ds.images.size();
-    scan_parent(options.reg_data_dir, true, options, buckets, &ds);
-    if (ds.images.size() == before) {
-      ds.warnings.push_back("reg_data_dir '" + options.reg_data_dir +
-                            "': no regularization images found; training without them");
+    for (const std::string& w : sc.managers.back().warnings()) {
+      sc.ds.warnings.push_back(where + ": " + w);
+    }
+    DatasetInfo info;
+    info.buckets = sc.managers.back().options();
+    info.batch_size = dc.batch_size;
+    info.predefined_buckets = sc.managers.back().predefined();
+    sc.ds.datasets.push_back(std::move(info));
+
+    std::vector<SubsetConfig> subsets = dc.subsets;
+    if (!dc.train_data_dir.empty()) {
+      for (auto& s : sc.folder_subsets(dc.train_data_dir, false, dc)) subsets.push_back(s);
+    }
+    if (!dc.reg_data_dir.empty()) {
+      for (auto& s : sc.folder_subsets(dc.reg_data_dir, true, dc)) subsets.push_back(s);
+    }
+    std::vector<std::string> seen;  // kohya: a repeated image_dir in one dataset is ignored
+    for (SubsetConfig& s : subsets) {
+      const std::string dir = fs::absolute(s.image_dir).lexically_normal().string();
+      if (std::find(seen.begin(), seen.end(), dir) != seen.end()) {
+        sc.ds.warnings.push_back(where + ": image_dir '" + s.image_dir +
+                                 "' is listed twice; the second subset is ignored (as kohya)");
+        continue;
+      }
+      seen.push_back(dir);
+      sc.list_subset(std::move(s), static_cast<int>(d));
     }
   }
-  ds.predefined_buckets = buckets.predefined();
-  return ds;
+  sc.decode_all();
+  sc.finish();
+  Dataset& ds = sc.ds;
+  if (ds.num_train_samples == 0) {
+    std::string dirs;
+    for (const SubsetInfo& s : ds.subsets) {
+      if (!s.config.is_reg) dirs += (dirs.empty() ? "" : ", ") + s.image_dir;
+    }
+    for (const DatasetConfig& dc : options.datasets) {
+      if (!dc.train_data_dir.empty() && dirs.find(dc.train_data_dir) == std::string::npos) {
+        dirs += (dirs.empty() ? "" : ", ") + dc.train_data_dir;
+      }
+    }
+    throw DatasetError("no training images found" + (dirs.empty() ? "" : " in " + dirs) + "; " +
+                       kLayoutHint);
+  }
+  return std::move(sc.ds);
 }
 
 }  // namespace lf

@@ -1,4 +1,7 @@
-// The scanned dataset: every training and regularization image, its caption and its bucket.
+// The scanned dataset: every training and regularization image of every dataset and subset, its
+// base caption, its size and its bucket. Built once by the coordinator (scan_dataset), before
+// any model loads, and sent to every worker.
+//
 // Folder convention as kohya sd-scripts generate_dreambooth_subsets_config_by_subdirs:
 // <parent>/<num_repeats>_<class tokens>/<image>.<ext> with same-stem caption files.
 #pragma once
@@ -8,64 +11,82 @@
 #include <string>
 #include <vector>
 
+#include "common/config/dataset_config.h"
 #include "common/data/bucket_manager.h"
+#include "common/image/decoded_image.h"
 
 namespace lf {
 
-// Thrown for a missing/empty dataset folder or an image that does not decode; what() names
-// the path and what was expected.
+// Thrown for a missing/empty dataset folder, a bad image with on_bad_image "error", a caption
+// that is not UTF-8, or two images sharing a stem; what() names the paths and what was expected.
 class DatasetError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 struct ImageRecord {
-  int index = 0;             // position in Dataset::images (train images first, then reg)
+  int index = 0;             // position in Dataset::images (dataset, subset, file order)
   std::string path;          // absolute path
-  std::string caption;       // caption file text (trimmed) or the subset's class tokens
-  std::string subset;        // folder name, e.g. "10_photo"
+  std::string caption;       // caption file's first line, or the subset's class tokens
+  int dataset_index = 0;     // into Dataset::datasets
+  int subset_index = 0;      // into Dataset::subsets
   bool is_reg = false;
-  int num_repeats = 1;       // from the folder name
-  int width = 0;             // decoded size, pixels
+  int num_repeats = 1;       // the subset's
+  int width = 0;             // decoded size after EXIF orientation, pixels
   int height = 0;
+  bool has_alpha = false;    // the file has an alpha channel (or palette transparency)
+  std::string content_sha256;  // SHA-256 of the file's bytes (latent cache key)
   BucketSelection bucket;    // bucket and resize target
 };
 
 struct SubsetInfo {
-  std::string name;          // folder name
-  std::string class_tokens;  // after the first '_'
-  int num_repeats = 1;
-  bool is_reg = false;
-  int image_count = 0;
+  std::string name;          // folder name, e.g. "10_photo"
+  std::string image_dir;     // absolute folder path
+  int dataset_index = 0;
+  int image_count = 0;       // images kept (bad ones skipped with on_bad_image: skip)
+  SubsetConfig config;       // num_repeats, is_reg, class_tokens, caption and augmentation keys
 };
 
-struct Dataset {
-  std::vector<ImageRecord> images;
-  std::vector<SubsetInfo> subsets;
-  std::vector<BucketReso> predefined_buckets;
-  std::vector<std::string> warnings;  // for the caller to log
-  // Sum over train subsets of num_repeats * image_count (kohya's N_train).
+struct DatasetInfo {
+  BucketOptions buckets;     // in effect (min/max rounded to bucket_reso_steps)
+  int batch_size = 1;        // per rank
+  std::vector<BucketReso> predefined_buckets;  // empty in bucket_no_upscale mode
+  // Sum over train subsets of num_repeats * image_count (kohya's N_train, per dataset).
   std::int64_t num_train_samples = 0;
   // Sum over reg subsets of num_repeats * image_count (kohya's N_reg_raw; ss_num_reg_images).
   std::int64_t num_reg_samples_raw = 0;
 };
 
-struct ScanOptions {
-  std::string train_data_dir;
-  std::string reg_data_dir;
-  std::string caption_extension = ".txt";
-  BucketOptions buckets;
+struct BadImage {
+  std::string path;
+  std::string reason;        // the decoder's message
 };
 
-// Scans both folders, fully decodes every image once (so bad files fail before any model loads)
-// and assigns each image its bucket. Subsets and files are walked in sorted (byte) order; kohya
-// uses directory order for subsets. Subset folders "<int>_<tokens>" (or just "<int>") with
-// int >= 1; other folders are skipped with a warning, hidden ones silently. Images: png, jpg,
-// jpeg, webp, bmp in any case, not hidden ("._*" included). Caption: "<stem><ext>", else (kohya
-// face-crop names) the stem minus its last four "_" tokens, else the class tokens; the whole
-// file is kept (kohya uses its first line) with the BOM stripped, CRLF -> LF, trimmed.
-// Throws DatasetError naming the folder or file: missing/non-directory train or reg folder, no
-// training images, an image that does not decode or gives no bucket, an empty caption file.
-Dataset scan_dreambooth_dataset(const ScanOptions& options);
+struct Dataset {
+  std::vector<ImageRecord> images;
+  std::vector<SubsetInfo> subsets;
+  std::vector<DatasetInfo> datasets;
+  std::vector<std::string> warnings;  // for the caller to log
+  std::vector<BadImage> bad_images;   // skipped (on_bad_image: skip); empty otherwise
+  // Totals over all datasets.
+  std::int64_t num_train_samples = 0;
+  std::int64_t num_reg_samples_raw = 0;
+};
+
+struct ScanOptions {
+  std::vector<DatasetConfig> datasets;  // from JobConfig::datasets
+  std::string on_bad_image = "error";   // "error": stop listing every bad file; "skip": drop
+  DecodeOptions decode;
+  int threads = 0;                      // decode threads; 0 = std::thread::hardware_concurrency
+};
+
+// Scans every dataset: lists the subsets (form 1: "<n>_<tokens>" folders of train/reg_data_dir,
+// walked in sorted byte order), lists images (png/jpg/jpeg/webp/bmp in any case; hidden and
+// "._*" files ignored; sorted by name), reads captions (caption.h), fully decodes every image once
+// on `threads` threads (so bad files fail here, before any model loads), and assigns buckets.
+// Throws DatasetError naming the folder or files: a missing train/reg folder, no images at all
+// (with a layout hint), bad images (all listed) with on_bad_image "error", a non-UTF-8 caption,
+// two images with the same stem in one folder, an image too small for any bucket.
+Dataset scan_dataset(const ScanOptions& options);
 
 }  // namespace lf

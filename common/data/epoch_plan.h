@@ -1,6 +1,7 @@
 // The per-epoch plan the coordinator builds and serves: which samples form each global batch,
-// in which order, and which regularization samples the epoch uses. Every rank receives the same
-// plan and takes its own slice, so ranks never disagree about data order.
+// in which order, with which crop, flip and caption, and which regularization samples the epoch
+// uses. Every rank receives the same plan and takes its own slice, so ranks never disagree about
+// data, and a resume replays exactly the same plan.
 #pragma once
 
 #include <cstdint>
@@ -9,56 +10,73 @@
 #include <vector>
 
 #include "common/data/dataset.h"
+#include "common/image/prepared_image.h"
 
 namespace lf {
 
 struct PlanSample {
   int image_index = 0;      // into Dataset::images
   float loss_weight = 1.0f; // prior_loss_weight for reg samples, else 1
+  CropFlip crop_flip;       // random_crop offsets / flip_aug draw; centre and no flip otherwise
+  bool has_caption = false; // true: `caption` replaces the image's base caption (the subset's
+  std::string caption;      // caption options are random: shuffle, dropout, tag dropout)
 };
 
-// One optimizer step: samples all from one bucket. Rank r takes
-// samples[r*train_batch_size, min((r+1)*train_batch_size, size)) (maybe empty on the last
-// batch of a bucket; gradients are then weighted by sample counts).
+// One optimizer step: samples all from one dataset and bucket. Rank r takes
+// samples[r*batch_size, min((r+1)*batch_size, size)) (maybe empty on the last batch of a bucket;
+// gradients are then weighted by sample counts).
 struct GlobalBatch {
+  int dataset_index = 0;
   BucketReso bucket;
+  int batch_size = 1;       // per rank (the dataset's batch_size)
   std::vector<PlanSample> samples;
 };
 
 struct EpochPlan {
   int epoch = 0;  // 0-based
   std::vector<GlobalBatch> batches;
-  // Registered regularization samples of this epoch, as image indices with repeats expanded
-  // (kohya's balancing: sum equals N_train when enough reg images exist).
+  // Regularization samples of this epoch, as image indices with repeats expanded, in selection
+  // order (kohya's balancing: about N_train per dataset).
   std::vector<int> reg_indices;
+  int reg_images_used = 0;      // distinct reg images in this epoch
+  int reg_images_unused = 0;    // reg images not in this epoch
+  // reg_selection "rotate": position in the expanded reg list where this epoch started and
+  // where the next one starts (per dataset, summed over datasets is meaningless: dataset 0's).
+  std::vector<std::int64_t> reg_cursor_begin;  // one per dataset
+  std::vector<std::int64_t> reg_cursor_end;
   std::int64_t num_samples() const;
 };
 
 struct PlanOptions {
   std::uint64_t seed = 0;   // the shared seed
   int world_size = 1;
-  int train_batch_size = 1; // per rank
   double prior_loss_weight = 1.0;
-  std::string reg_selection = "first";
+  std::string reg_selection = "first";  // first | random | rotate
 };
 
-// Per-reg-image repeat counts under kohya's default rule (DreamBoothDataset.__init__): walk
-// reg images in order adding their num_repeats until >= N_train, then cycle +1 each.
-// Returned vector is parallel to the reg images in Dataset::images order (0 = unused).
-std::vector<int> kohya_reg_repeats(const Dataset& dataset);
+// Per-reg-image repeat counts of one dataset under kohya's default rule
+// (DreamBoothDataset.__init__): walk the dataset's reg images in order adding their num_repeats
+// until >= N_train, then cycle +1 each. Returned vector is parallel to that dataset's reg images
+// in Dataset::images order (0 = unused).
+std::vector<int> kohya_reg_repeats(const Dataset& dataset, int dataset_index);
 
 // Deterministic: same dataset, options and epoch give the same plan on any machine (own
-// Fisher-Yates over a SplitMix64/mt19937_64 stream, not std::shuffle). Samples: train images x
-// num_repeats (weight 1) and reg images x kohya_reg_repeats (weight prior_loss_weight), grouped
-// by bucket in sorted order. RNG: std::mt19937_64(splitmix64_mix(seed + (epoch+1)*0x9E37..7C15));
-// each bucket's list is shuffled (buckets in order), cut into global batches of
-// world_size*train_batch_size (the last of a bucket may be smaller), then the batch order is
-// shuffled. Draws in [0, n) reject values below 2^64 mod n. Throws std::invalid_argument for
-// world_size or train_batch_size < 1, epoch < 0, or reg_selection other than "first".
+// Fisher-Yates over mt19937_64 streams derived from (seed, epoch), not std::shuffle).
+// Samples per dataset: train images x num_repeats (weight 1) and the reg samples chosen by
+// reg_selection (weight prior_loss_weight):
+//   first  — kohya's rule, the same samples every epoch;
+//   random — R = N_train samples drawn afresh each epoch from the reg images x num_repeats;
+//   rotate — R consecutive entries of that list starting where the previous epoch stopped
+//            (cursor = epoch * R mod its length), wrapping around.
+// Grouped by (dataset, bucket) in sorted order, each group shuffled and cut into global batches
+// of world_size * batch_size (the last of a group may be smaller), then the batch order is
+// shuffled. Per-sample crop/flip/caption draws come from a separate stream per sample position,
+// so enabling them does not change the order. Throws std::invalid_argument for world_size < 1,
+// epoch < 0, or an unknown reg_selection.
 EpochPlan build_epoch_plan(const Dataset& dataset, const PlanOptions& options, int epoch);
 
-// [begin, end) of rank's slice of a global batch: [min(r*tbs, n), min((r+1)*tbs, n)).
-// Throws std::invalid_argument for rank < 0 or train_batch_size < 1.
-std::pair<int, int> rank_slice(const GlobalBatch& batch, int rank, int train_batch_size);
+// [begin, end) of rank's slice of a global batch: [min(r*bs, n), min((r+1)*bs, n)) with
+// bs = batch.batch_size. Throws std::invalid_argument for rank < 0 or batch_size < 1.
+std::pair<int, int> rank_slice(const GlobalBatch& batch, int rank);
 
 }  // namespace lf

@@ -1,6 +1,8 @@
-// Tests for the kohya DreamBooth folder scan on a temporary tree of real photos: subset parsing
-// and order, ignored folders and files, captions (BOM, CRLF, face-crop names, class tokens),
-// sample counts, buckets, and the errors for missing/empty folders and bad files.
+// Tests for the dataset scan on temporary trees of real photos (Debian's skimage data) and
+// generated files: kohya's folder convention (subset parsing and order, ignored folders and
+// files), image extensions, captions (BOM, CRLF, face-crop names, class tokens, UTF-8), sample
+// counts, buckets, bad images (listed or skipped), same-stem files, unicode names, several
+// datasets, and the errors for missing/empty folders.
 #include "common/data/dataset.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +10,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+
+#include <opencv2/imgcodecs.hpp>
 
 #include "tests/common/fixtures.h"
 
@@ -25,9 +29,24 @@ bool has_warning(const Dataset& ds, const std::string& needle) {
   });
 }
 
+// Form 1 of the dataset config: kohya DreamBooth parent folders, resolution 512, captions .txt.
+ScanOptions folder_options(const std::string& train, const std::string& reg = "") {
+  DatasetConfig d;
+  d.train_data_dir = train;
+  d.reg_data_dir = reg;
+  d.folder_defaults.caption_extension = ".txt";
+  d.buckets.enable_bucket = true;
+  ScanOptions o;
+  o.datasets = {d};
+  o.threads = 2;
+  return o;
+}
+
+DatasetConfig& first(ScanOptions& o) { return o.datasets[0]; }
+
 std::string error_of(const ScanOptions& o) {
   try {
-    scan_dreambooth_dataset(o);
+    scan_dataset(o);
   } catch (const DatasetError& e) {
     return e.what();
   }
@@ -61,8 +80,7 @@ class DatasetScan : public ::testing::Test {
     fs::copy_file(kPhotos / "camera.png", train / "loose.png");
     fs::copy_file(kPhotos / "camera.png", dir_.path() / "reg" / "1_dog" / "r1.png");  // 512 grey
     fs::copy_file(kPhotos / "horse.png", dir_.path() / "reg" / "1_dog" / "r2.png");  // 400x328
-    options_.train_data_dir = (dir_.path() / "train").string();
-    options_.reg_data_dir = (dir_.path() / "reg").string();
+    options_ = folder_options((dir_.path() / "train").string(), (dir_.path() / "reg").string());
   }
 
   test::TempDir dir_;
@@ -70,26 +88,28 @@ class DatasetScan : public ::testing::Test {
 };
 
 TEST_F(DatasetScan, SubsetsImagesCaptionsAndCounts) {
-  const Dataset ds = scan_dreambooth_dataset(options_);
+  const Dataset ds = scan_dataset(options_);
 
   // Subsets sorted by name ("10_..." < "1_..." bytewise); 0_zero, photos, .cache skipped.
   ASSERT_EQ(ds.subsets.size(), 5u);
   EXPECT_EQ(ds.subsets[0].name, "10_sks dog");
-  EXPECT_EQ(ds.subsets[0].class_tokens, "sks dog");
-  EXPECT_EQ(ds.subsets[0].num_repeats, 10);
+  EXPECT_EQ(ds.subsets[0].config.class_tokens, "sks dog");
+  EXPECT_EQ(ds.subsets[0].config.num_repeats, 10);
   EXPECT_EQ(ds.subsets[0].image_count, 3);
   EXPECT_EQ(ds.subsets[1].name, "1_faces");
-  EXPECT_EQ(ds.subsets[2].class_tokens, "cat_with_underscores");
-  EXPECT_EQ(ds.subsets[2].num_repeats, 2);
+  EXPECT_EQ(ds.subsets[2].config.class_tokens, "cat_with_underscores");
+  EXPECT_EQ(ds.subsets[2].config.num_repeats, 2);
   EXPECT_EQ(ds.subsets[3].name, "5_empty");
   EXPECT_EQ(ds.subsets[3].image_count, 0);
   EXPECT_EQ(ds.subsets[4].name, "1_dog");
-  EXPECT_TRUE(ds.subsets[4].is_reg);
+  EXPECT_TRUE(ds.subsets[4].config.is_reg);
   EXPECT_EQ(ds.subsets[4].image_count, 2);
 
   EXPECT_EQ(ds.num_train_samples, 10 * 3 + 1 * 1 + 2 * 1);
   EXPECT_EQ(ds.num_reg_samples_raw, 2);
-  EXPECT_EQ(ds.predefined_buckets.size(), 17u);
+  ASSERT_EQ(ds.datasets.size(), 1u);
+  EXPECT_EQ(ds.datasets[0].predefined_buckets.size(), 17u);
+  EXPECT_EQ(ds.datasets[0].num_train_samples, ds.num_train_samples);
 
   ASSERT_EQ(ds.images.size(), 7u);
   const std::vector<std::string> names = {"a.PNG", "b.png", "c.JPG", "p_10_20_30_40.png",
@@ -102,14 +122,17 @@ TEST_F(DatasetScan, SubsetsImagesCaptionsAndCounts) {
   }
   EXPECT_EQ(ds.images[0].path, (dir_.path() / "train" / "10_sks dog" / "a.PNG").string());
 
-  EXPECT_EQ(ds.images[0].caption, "a photo of sks dog\nsecond line");  // BOM, CRLF, trim
+  EXPECT_EQ(ds.images[0].caption, "a photo of sks dog");  // BOM, CRLF, first line, trim
   EXPECT_EQ(ds.images[1].caption, "sks dog");                           // class tokens
   EXPECT_EQ(ds.images[2].caption, "sks dog");
   EXPECT_EQ(ds.images[3].caption, "face caption");
   EXPECT_EQ(ds.images[4].caption, "coffee cup");
   EXPECT_EQ(ds.images[5].caption, "dog");
 
-  EXPECT_EQ(ds.images[0].subset, "10_sks dog");
+  EXPECT_EQ(ds.images[0].subset_index, 0);
+  EXPECT_EQ(ds.images[6].subset_index, 4);
+  EXPECT_EQ(ds.images[0].content_sha256.size(), 64u);
+  EXPECT_FALSE(ds.images[0].has_alpha);
   EXPECT_EQ(ds.images[0].num_repeats, 10);
   EXPECT_EQ(ds.images[4].num_repeats, 2);
 
@@ -132,15 +155,16 @@ TEST_F(DatasetScan, SubsetsImagesCaptionsAndCounts) {
 
   EXPECT_TRUE(has_warning(ds, "photos: ignored, the folder name has no repeat count"));
   EXPECT_TRUE(has_warning(ds, "0_zero: ignored, num_repeats is 0"));
-  EXPECT_TRUE(has_warning(ds, "5_empty: no images"));
-  EXPECT_TRUE(has_warning(ds, "1 image(s) directly in the folder are ignored"));
+  EXPECT_TRUE(has_warning(ds, "5_empty: no usable images"));
+  EXPECT_TRUE(has_warning(ds, "1 file(s) directly in the folder are ignored"));
+  EXPECT_TRUE(has_warning(ds, "a.txt: 2 non-empty lines; only the first is used"));
   EXPECT_FALSE(has_warning(ds, ".cache"));  // hidden folders are skipped silently
-  EXPECT_EQ(ds.warnings.size(), 4u);
+  EXPECT_EQ(ds.warnings.size(), 5u);
 }
 
 TEST_F(DatasetScan, ScanIsDeterministic) {
-  const Dataset a = scan_dreambooth_dataset(options_);
-  const Dataset b = scan_dreambooth_dataset(options_);
+  const Dataset a = scan_dataset(options_);
+  const Dataset b = scan_dataset(options_);
   ASSERT_EQ(a.images.size(), b.images.size());
   for (std::size_t i = 0; i < a.images.size(); ++i) {
     EXPECT_EQ(a.images[i].path, b.images[i].path);
@@ -150,12 +174,12 @@ TEST_F(DatasetScan, ScanIsDeterministic) {
 }
 
 TEST_F(DatasetScan, NoUpscaleBucketsAndCaptionExtension) {
-  options_.buckets.bucket_no_upscale = true;
-  options_.caption_extension = ".caption";  // no such files: every caption is the class tokens
-  options_.reg_data_dir.clear();
-  const Dataset ds = scan_dreambooth_dataset(options_);
+  first(options_).buckets.bucket_no_upscale = true;
+  first(options_).folder_defaults.caption_extension = ".caption";  // none: class tokens
+  first(options_).reg_data_dir.clear();
+  const Dataset ds = scan_dataset(options_);
   ASSERT_EQ(ds.images.size(), 5u);
-  EXPECT_TRUE(ds.predefined_buckets.empty());
+  EXPECT_TRUE(ds.datasets[0].predefined_buckets.empty());
   EXPECT_EQ(ds.images[0].caption, "sks dog");
   EXPECT_EQ(ds.images[3].caption, "faces");
   EXPECT_EQ(ds.images[0].bucket.bucket, (BucketReso{448, 256}));  // 451x300 kept, floored
@@ -169,17 +193,27 @@ TEST_F(DatasetScan, BadImageFailsNamingTheFile) {
   test::write_text(bad, "garbage bytes");
   const std::string msg = error_of(options_);
   EXPECT_NE(msg.find(bad.string() + ": cannot decode image"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("on_bad_image: skip"), std::string::npos) << msg;
 }
 
-TEST_F(DatasetScan, EmptyCaptionFileFails) {
+TEST_F(DatasetScan, EmptyCaptionFileWarnsAndGivesAnEmptyCaption) {
   const fs::path cap = dir_.path() / "train" / "1_faces" / "p.txt";
   test::write_text(cap, " \r\n");
+  const Dataset ds = scan_dataset(options_);
+  EXPECT_EQ(ds.images[3].caption, "");
+  EXPECT_TRUE(has_warning(ds, cap.string() + ": caption file is empty"));
+}
+
+TEST_F(DatasetScan, CaptionThatIsNotUtf8FailsNamingTheFile) {
+  const fs::path cap = dir_.path() / "train" / "1_faces" / "p.txt";
+  test::write_text(cap, "ohwx\x92s hat");
   const std::string msg = error_of(options_);
-  EXPECT_NE(msg.find(cap.string() + ": caption file is empty"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(cap.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("UTF-8"), std::string::npos) << msg;
 }
 
 TEST_F(DatasetScan, TooSmallImageForNoUpscaleFailsNamingTheFile) {
-  options_.buckets.bucket_no_upscale = true;
+  first(options_).buckets.bucket_no_upscale = true;
   const fs::path tiny = dir_.path() / "train" / "1_faces" / "tiny.png";
   test::write_pattern_png(tiny.string(), 100, 40);  // height 40 < 64: bucket height 0
   const std::string msg = error_of(options_);
@@ -188,32 +222,33 @@ TEST_F(DatasetScan, TooSmallImageForNoUpscaleFailsNamingTheFile) {
 
 TEST_F(DatasetScan, MissingOrEmptyFoldersFail) {
   ScanOptions o = options_;
-  o.train_data_dir = (dir_.path() / "nope").string();
+  first(o).train_data_dir = (dir_.path() / "nope").string();
   std::string msg = error_of(o);
-  EXPECT_NE(msg.find("train_data_dir '" + o.train_data_dir + "': no such directory"),
+  EXPECT_NE(msg.find("train_data_dir '" + first(o).train_data_dir + "': no such directory"),
             std::string::npos) << msg;
   EXPECT_NE(msg.find("<num_repeats>_<class tokens>"), std::string::npos) << msg;
 
-  o.train_data_dir = (dir_.path() / "train" / "loose.png").string();
+  first(o).train_data_dir = (dir_.path() / "train" / "loose.png").string();
   msg = error_of(o);
   EXPECT_NE(msg.find("': not a directory"), std::string::npos) << msg;
 
-  // Only ignored folders: no training images at all.
-  o.train_data_dir = (dir_.path() / "train" / "photos").string();
+  // Only ignored folders: no training images at all, an early error with the layout hint.
+  first(o).train_data_dir = (dir_.path() / "train" / "photos").string();
+  first(o).reg_data_dir.clear();
   fs::create_directories(dir_.path() / "train" / "photos" / "notanumber_x");
   msg = error_of(o);
-  EXPECT_NE(msg.find("': no training images found"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no training images found"), std::string::npos) << msg;
   EXPECT_NE(msg.find("<num_repeats>_<class tokens>"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("nan"), std::string::npos) << msg;
 
   o = options_;
-  o.reg_data_dir = (dir_.path() / "no_reg").string();
+  first(o).reg_data_dir = (dir_.path() / "no_reg").string();
   msg = error_of(o);
-  EXPECT_NE(msg.find("reg_data_dir '" + o.reg_data_dir + "': no such directory"),
+  EXPECT_NE(msg.find("reg_data_dir '" + first(o).reg_data_dir + "': no such directory"),
             std::string::npos) << msg;
 
-  o = options_;
-  o.train_data_dir.clear();
-  EXPECT_NE(error_of(o).find("train_data_dir is empty"), std::string::npos);
+  o.datasets.clear();
+  EXPECT_NE(error_of(o).find("no dataset configured"), std::string::npos);
 }
 
 TEST(DatasetScanNames, RepeatsOnlyFolderHasEmptyClassTokens) {
@@ -221,28 +256,180 @@ TEST(DatasetScanNames, RepeatsOnlyFolderHasEmptyClassTokens) {
   test::TempDir dir("dataset_names");
   fs::create_directories(dir.path() / "3");
   test::write_pattern_png((dir.path() / "3" / "img.bmp.png").string(), 64, 64);
-  ScanOptions o;
-  o.train_data_dir = dir.str();
-  const Dataset ds = scan_dreambooth_dataset(o);
+  const Dataset ds = scan_dataset(folder_options(dir.str()));
   ASSERT_EQ(ds.subsets.size(), 1u);
-  EXPECT_EQ(ds.subsets[0].num_repeats, 3);
-  EXPECT_EQ(ds.subsets[0].class_tokens, "");
+  EXPECT_EQ(ds.subsets[0].config.num_repeats, 3);
+  EXPECT_EQ(ds.subsets[0].config.class_tokens, "");
   ASSERT_EQ(ds.images.size(), 1u);
   EXPECT_EQ(ds.images[0].caption, "");
   EXPECT_EQ(ds.num_train_samples, 3);
-  EXPECT_TRUE(has_warning(ds, "no caption file and no class tokens"));
-}
-
-TEST_F(DatasetScan, EmptyRegFolderWarns) {
-  options_.reg_data_dir = (dir_.path() / "train" / "5_empty").string();
-  const Dataset ds = scan_dreambooth_dataset(options_);
-  EXPECT_EQ(ds.num_reg_samples_raw, 0);
-  EXPECT_TRUE(has_warning(ds, "no regularization images found"));
+  EXPECT_TRUE(has_warning(ds, "no class tokens after the repeat count"));
 }
 
 TEST_F(DatasetScan, BadBucketOptionsFail) {
-  options_.buckets.min_bucket_reso = 640;  // > resolution 512
-  EXPECT_NE(error_of(options_).find("dataset bucket options: "), std::string::npos);
+  first(options_).buckets.min_bucket_reso = 640;  // > resolution 512
+  EXPECT_NE(error_of(options_).find("dataset 1: bucket options: "), std::string::npos);
+}
+
+// Issue 3: `10_ohwx woman` (5), `CROP` (3), `0_skip` (2), `3_` (2), `x_10` (1), `007_a_b` (1)
+// and a loose png give 5*10 + 2*3 + 1*7 = 63 samples; class tokens "ohwx woman", "" (warned)
+// and "a_b".
+TEST(DatasetScanNames, KohyaFolderConventionCounts) {
+  test::TempDir dir("dataset_convention");
+  const std::pair<std::string, int> folders[] = {{"10_ohwx woman", 5}, {"CROP", 3}, {"0_skip", 2},
+                                                 {"3_", 2}, {"x_10", 1}, {"007_a_b", 1}};
+  for (const auto& [name, n] : folders) {
+    fs::create_directories(dir.path() / name);
+    for (int i = 0; i < n; ++i) {
+      test::write_pattern_png((dir.path() / name / ("img" + std::to_string(i) + ".png")).string(),
+                              64, 64);
+    }
+  }
+  test::write_pattern_png((dir.path() / "loose.png").string(), 64, 64);
+  const Dataset ds = scan_dataset(folder_options(dir.str()));
+  EXPECT_EQ(ds.num_train_samples, 63);
+  ASSERT_EQ(ds.subsets.size(), 3u);  // sorted bytewise: "007_a_b" < "10_ohwx woman" < "3_"
+  EXPECT_EQ(ds.subsets[0].config.class_tokens, "a_b");
+  EXPECT_EQ(ds.subsets[0].config.num_repeats, 7);
+  EXPECT_EQ(ds.subsets[1].config.class_tokens, "ohwx woman");
+  EXPECT_EQ(ds.subsets[2].config.class_tokens, "");
+  EXPECT_EQ(ds.subsets[2].config.num_repeats, 3);
+  EXPECT_TRUE(has_warning(ds, "3_: no class tokens"));
+  EXPECT_TRUE(has_warning(ds, "CROP: ignored"));
+  EXPECT_TRUE(has_warning(ds, "x_10: ignored"));
+  EXPECT_TRUE(has_warning(ds, "0_skip: ignored, num_repeats is 0"));
+  EXPECT_TRUE(has_warning(ds, "1 file(s) directly in the folder are ignored"));
+  EXPECT_EQ(ds.images[0].caption, "a_b");
+}
+
+// Issue 3: extensions in any case; AppleDouble, .DS_Store and text files ignored: 4 images x 3.
+TEST(DatasetScanNames, ExtensionsAnyCaseAndHiddenFiles) {
+  test::TempDir dir("dataset_extensions");
+  const fs::path sub = dir.path() / "3_x";
+  fs::create_directories(sub);
+  const fs::path photo = kPhotos / "rocket.jpg";
+  fs::copy_file(photo, sub / "IMG_1.JPG");
+  fs::copy_file(photo, sub / "IMG_2.jpeg");
+  test::write_pattern_png((sub / "IMG_3.Png").string(), 64, 64);
+  // A real WebP from OpenCV's encoder (cv::imwrite picks the codec by the lower-case name).
+  ASSERT_TRUE(cv::imwrite((sub / "img_4.webp").string(),
+                          cv::imread((kPhotos / "astronaut.png").string())));
+  fs::rename(sub / "img_4.webp", sub / "IMG_4.WebP");
+  test::write_text(sub / "._IMG_1.JPG", "AppleDouble");
+  test::write_text(sub / ".DS_Store", "finder");
+  test::write_text(sub / "notes.txt", "notes");
+  const Dataset ds = scan_dataset(folder_options(dir.str()));
+  ASSERT_EQ(ds.images.size(), 4u);
+  EXPECT_EQ(ds.num_train_samples, 12);
+  EXPECT_EQ(fs::path(ds.images[3].path).filename().string(), "IMG_4.WebP");
+  EXPECT_EQ(ds.images[3].width, 512);
+}
+
+// Issue 3: in a 5_x folder of 10 PNGs, one truncated to 60 %, one empty and one a text file are
+// all listed at scan; with on_bad_image: skip the epoch has 7 x 5 = 35 samples.
+TEST(DatasetScanBadImages, AllListedOrSkipped) {
+  test::TempDir dir("dataset_bad");
+  const fs::path sub = dir.path() / "5_x";
+  fs::create_directories(sub);
+  for (int i = 0; i < 10; ++i) {
+    fs::copy_file(kPhotos / "chelsea.png", sub / ("p" + std::to_string(i) + ".png"));
+  }
+  const auto size = fs::file_size(sub / "p3.png");
+  fs::resize_file(sub / "p3.png", size * 6 / 10);
+  fs::resize_file(sub / "p5.png", 0);
+  test::write_text(sub / "p7.png", "this is a text file, not a PNG\n");
+  ScanOptions o = folder_options(dir.str());
+  const std::string msg = error_of(o);
+  EXPECT_NE(msg.find("3 image(s) cannot be used"), std::string::npos) << msg;
+  for (const char* name : {"p3.png", "p5.png", "p7.png"}) {
+    EXPECT_NE(msg.find((sub / name).string() + ": "), std::string::npos) << name << ": " << msg;
+  }
+  o.on_bad_image = "skip";
+  const Dataset ds = scan_dataset(o);
+  EXPECT_EQ(ds.images.size(), 7u);
+  EXPECT_EQ(ds.num_train_samples, 35);
+  EXPECT_EQ(ds.subsets[0].image_count, 7);
+  EXPECT_EQ(ds.bad_images.size(), 3u);
+  for (std::size_t i = 0; i < ds.images.size(); ++i) EXPECT_EQ(ds.images[i].index, int(i));
+}
+
+// Two images with one stem (a.png, a.jpg) share a caption file: an error naming both.
+TEST(DatasetScanNames, SameStemIsAnError) {
+  test::TempDir dir("dataset_stem");
+  const fs::path sub = dir.path() / "1_x";
+  fs::create_directories(sub);
+  fs::copy_file(kPhotos / "chelsea.png", sub / "a.png");
+  fs::copy_file(kPhotos / "rocket.jpg", sub / "a.jpg");
+  const std::string msg = error_of(folder_options(dir.str()));
+  EXPECT_NE(msg.find((sub / "a.jpg").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find((sub / "a.png").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("same name stem 'a'"), std::string::npos) << msg;
+}
+
+// UTF-8 folder and file names are read as bytes, whatever the locale.
+TEST(DatasetScanNames, UnicodeNames) {
+  test::TempDir dir("dataset_unicode");
+  const fs::path sub = dir.path() / "2_\xC3\xBCn\xC3\xAF \xE5\x86\x99\xE7\x9C\x9F";
+  fs::create_directories(sub);
+  fs::copy_file(kPhotos / "chelsea.png", sub / "\xE7\x8C\xAB.png");
+  test::write_text(sub / "\xE7\x8C\xAB.txt", "\xE7\x8C\xAB, cat");
+  const Dataset ds = scan_dataset(folder_options(dir.str()));
+  ASSERT_EQ(ds.images.size(), 1u);
+  EXPECT_EQ(ds.images[0].caption, "\xE7\x8C\xAB, cat");
+  EXPECT_EQ(ds.subsets[0].config.class_tokens, "\xC3\xBCn\xC3\xAF \xE5\x86\x99\xE7\x9C\x9F");
+  EXPECT_EQ(ds.num_train_samples, 2);
+}
+
+// Subsets given with image_dir (dataset config forms 2 and 3), two datasets with their own
+// resolution and batch size; a repeated image_dir in one dataset is ignored as in kohya.
+TEST(DatasetScanConfig, ExplicitSubsetsAndTwoDatasets) {
+  test::TempDir dir("dataset_config_scan");
+  fs::create_directories(dir.path() / "a");
+  fs::create_directories(dir.path() / "r");
+  fs::copy_file(kPhotos / "chelsea.png", dir.path() / "a" / "1.png");
+  fs::copy_file(kPhotos / "rocket.jpg", dir.path() / "a" / "2.jpg");
+  fs::copy_file(kPhotos / "camera.png", dir.path() / "r" / "1.png");
+  SubsetConfig train;
+  train.image_dir = dir.str("a");
+  train.num_repeats = 4;
+  train.has_class_tokens = true;
+  train.class_tokens = "ohwx cat";
+  SubsetConfig reg = train;
+  reg.image_dir = dir.str("r");
+  reg.is_reg = true;
+  reg.num_repeats = 1;
+  reg.class_tokens = "cat";
+  DatasetConfig d512;
+  d512.subsets = {train, reg, train};
+  d512.batch_size = 2;
+  DatasetConfig d768;
+  d768.buckets.resolution_w = d768.buckets.resolution_h = 768;
+  d768.subsets = {train};
+  ScanOptions o;
+  o.datasets = {d512, d768};
+  const Dataset ds = scan_dataset(o);
+  ASSERT_EQ(ds.datasets.size(), 2u);
+  EXPECT_EQ(ds.datasets[0].batch_size, 2);
+  EXPECT_EQ(ds.datasets[0].num_train_samples, 8);
+  EXPECT_EQ(ds.datasets[0].num_reg_samples_raw, 1);
+  EXPECT_EQ(ds.datasets[1].num_train_samples, 8);
+  EXPECT_EQ(ds.num_train_samples, 16);
+  ASSERT_EQ(ds.subsets.size(), 3u);
+  EXPECT_TRUE(has_warning(ds, "is listed twice"));
+  ASSERT_EQ(ds.images.size(), 5u);
+  EXPECT_EQ(ds.images[0].caption, "ohwx cat");
+  EXPECT_EQ(ds.images[2].caption, "cat");
+  EXPECT_EQ(ds.images[3].dataset_index, 1);
+  // chelsea 451x300 at 768 (upscale mode): bucket (896,576) of the 768 list.
+  EXPECT_EQ(ds.images[0].bucket.bucket, (BucketReso{640, 384}));
+  EXPECT_EQ(ds.images[3].bucket.bucket.width * 1.0 / ds.images[3].bucket.bucket.height > 1.0,
+            true);
+  EXPECT_GT(ds.images[3].bucket.bucket.width, 640);
+  EXPECT_EQ(ds.images[0].content_sha256, ds.images[3].content_sha256);
+
+  o.datasets[0].subsets[0].image_dir = dir.str("missing");
+  EXPECT_NE(error_of(o).find("image_dir '" + dir.str("missing") + "': no such directory"),
+            std::string::npos);
 }
 
 }  // namespace
