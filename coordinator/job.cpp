@@ -2,8 +2,9 @@
 // is known, and a small cache of deterministic epoch plans.
 #include "coordinator/job.h"
 
-#include <filesystem>
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -15,64 +16,41 @@
 
 namespace lf {
 
-ScanOptions scan_options_from(const DatasetSection& dataset) {
+ScanOptions scan_options_from(const JobConfig& config) {
   ScanOptions o;
-  o.train_data_dir = dataset.train_data_dir;
-  o.reg_data_dir = dataset.reg_data_dir;
-  o.caption_extension = dataset.caption_extension;
-  o.buckets.resolution_w = dataset.resolution_w;
-  o.buckets.resolution_h = dataset.resolution_h;
-  o.buckets.enable_bucket = dataset.enable_bucket;
-  o.buckets.min_bucket_reso = dataset.min_bucket_reso;
-  o.buckets.max_bucket_reso = dataset.max_bucket_reso;
-  o.buckets.bucket_reso_steps = dataset.bucket_reso_steps;
-  o.buckets.bucket_no_upscale = dataset.bucket_no_upscale;
+  o.datasets = config.datasets;
+  o.on_bad_image = config.dataset.on_bad_image;
+  o.decode.max_pixels = config.dataset.max_image_pixels;
+  o.threads = config.dataset.scan_threads;
   return o;
 }
 
 static void log_dataset_summary(const Dataset& d) {
-  int num_train = 0;
   int num_reg = 0;
-  // bucket -> (train images, reg images)
-  std::map<BucketReso, std::pair<int, int>> per_bucket;
-  for (const ImageRecord& image : d.images) {
-    auto& counts = per_bucket[image.bucket.bucket];
-    if (image.is_reg) {
-      ++num_reg;
-      ++counts.second;
-    } else {
-      ++num_train;
-      ++counts.first;
-    }
-  }
-  LF_INFO("dataset: " << d.images.size() << " images (" << num_train << " train, " << num_reg
-                      << " reg) in " << d.subsets.size() << " subsets, " << per_bucket.size()
-                      << " buckets in use, N_train=" << d.num_train_samples
-                      << " N_reg_raw=" << d.num_reg_samples_raw);
+  for (const ImageRecord& image : d.images) num_reg += image.is_reg ? 1 : 0;
+  LF_INFO("dataset: " << d.images.size() << " images (" << d.images.size() - num_reg
+                      << " train, " << num_reg << " reg) in " << d.subsets.size()
+                      << " subsets of " << d.datasets.size() << " dataset(s), N_train="
+                      << d.num_train_samples << " N_reg_raw=" << d.num_reg_samples_raw
+                      << (d.bad_images.empty()
+                              ? std::string()
+                              : ", " + std::to_string(d.bad_images.size()) + " bad images skipped"));
   for (const SubsetInfo& s : d.subsets) {
-    LF_INFO("  subset " << s.name << (s.is_reg ? " (reg)" : "") << ": " << s.image_count
-                        << " images x " << s.num_repeats << " repeats, class tokens \""
-                        << s.class_tokens << "\"");
+    LF_INFO("  dataset " << s.dataset_index + 1 << " subset " << s.name
+                         << (s.config.is_reg ? " (reg)" : "") << ": " << s.image_count
+                         << " images x " << s.config.num_repeats << " repeats, class tokens \""
+                         << s.config.class_tokens << "\"");
   }
-  for (const auto& [bucket, counts] : per_bucket) {
-    LF_INFO("  bucket " << bucket.width << "x" << bucket.height << ": " << counts.first
-                        << " train, " << counts.second << " reg images");
+  // bucket -> (train images, reg images), per dataset
+  std::map<std::pair<int, BucketReso>, std::pair<int, int>> per_bucket;
+  for (const ImageRecord& image : d.images) {
+    auto& counts = per_bucket[{image.dataset_index, image.bucket.bucket}];
+    (image.is_reg ? counts.second : counts.first) += 1;
   }
-  if (num_reg > 0) {
-    const std::vector<int> repeats = kohya_reg_repeats(d);
-    int used = 0;
-    std::int64_t reg_samples = 0;
-    for (int r : repeats) {
-      if (r > 0) ++used;
-      reg_samples += r;
-    }
-    LF_INFO("  regularization: " << used << " images used, "
-                                 << static_cast<int>(repeats.size()) - used
-                                 << " unused, " << reg_samples << " reg samples per epoch");
-    if (reg_samples < d.num_train_samples) {
-      LF_WARN("not enough regularization images: " << reg_samples << " reg samples for N_train="
-                                                    << d.num_train_samples);
-    }
+  for (const auto& [key, counts] : per_bucket) {
+    LF_INFO("  dataset " << key.first + 1 << " bucket " << key.second.width << "x"
+                         << key.second.height << ": " << counts.first << " train, "
+                         << counts.second << " reg images");
   }
 }
 
@@ -96,7 +74,16 @@ void validate_checkpoint_file(const std::string& path, const std::string& config
 }
 }  // namespace
 
-CoordinatorJob::CoordinatorJob(JobConfig config) : config_(std::move(config)) {
+CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
+    : config_(std::move(config)) {
+  if (check_model_files) check_job_files();
+  dataset_ = scan_dataset(scan_options_from(config_));
+  for (const std::string& w : config_.dataset_warnings) LF_WARN("config: " << w);
+  for (const std::string& w : dataset_.warnings) LF_WARN("dataset: " << w);
+  log_dataset_summary(dataset_);
+}
+
+void CoordinatorJob::check_job_files() const {
   // Fail before any worker starts loading: every rank would otherwise fail the same way.
   const std::string& ckpt = config_.model.pretrained_model_name_or_path;
   if (!std::filesystem::is_regular_file(ckpt)) {
@@ -117,16 +104,12 @@ CoordinatorJob::CoordinatorJob(JobConfig config) : config_(std::move(config)) {
                              " does not exist (expected bpe_simple_vocab_16e6.txt.gz; "
                              "scripts/install_deps.sh fetches it)");
   }
-  dataset_ = scan_dreambooth_dataset(scan_options_from(config_.dataset));
-  for (const std::string& w : dataset_.warnings) LF_WARN("dataset: " << w);
-  log_dataset_summary(dataset_);
 }
 
 PlanOptions CoordinatorJob::plan_options(int world_size) const {
   PlanOptions o;
   o.seed = config_.training.seed;
   o.world_size = world_size;
-  o.train_batch_size = config_.training.train_batch_size;
   o.prior_loss_weight = config_.training.prior_loss_weight;
   o.reg_selection = config_.dataset.reg_selection;
   return o;
@@ -140,9 +123,9 @@ JobSchedule CoordinatorJob::set_world_size(int world_size) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (has_schedule_ && schedule_.world_size == world_size) return schedule_;
   }
-  // Built outside the lock: plan 0 of a large dataset takes a moment.
-  auto plan0 = std::make_shared<const EpochPlan>(
-      build_epoch_plan(dataset_, plan_options(world_size), 0));
+  // Built outside the lock: the plans of a large dataset take a moment.
+  const PlanOptions options = plan_options(world_size);
+  auto plan0 = std::make_shared<const EpochPlan>(build_epoch_plan(dataset_, options, 0));
   JobSchedule s;
   s.world_size = world_size;
   s.steps_per_epoch = static_cast<int>(plan0->batches.size());
@@ -150,10 +133,26 @@ JobSchedule CoordinatorJob::set_world_size(int world_size) {
     throw std::invalid_argument("the dataset gives no training step per epoch (N_train=" +
                                 std::to_string(dataset_.num_train_samples) + ")");
   }
+  // With kohya's "first" rule (or no reg images) every epoch has the same samples, so plan 0's
+  // length holds for all; random/rotate choose other reg images per epoch, so each epoch's plan
+  // is built once here to learn its length and which reg images it uses.
+  std::vector<bool> reg_used(dataset_.images.size(), false);
+  const bool same_every_epoch = options.reg_selection == "first" ||
+                                dataset_.num_reg_samples_raw == 0;
+  auto account = [&](const EpochPlan& plan) {
+    s.epoch_steps.push_back(static_cast<std::int64_t>(plan.batches.size()));
+    for (int i : plan.reg_indices) reg_used[i] = true;
+  };
+  auto next_epoch = [&](int epoch) {
+    if (epoch == 0) return account(*plan0);
+    if (same_every_epoch) return s.epoch_steps.push_back(s.epoch_steps[0]);
+    account(build_epoch_plan(dataset_, options, epoch));
+  };
   const TrainingSection& t = config_.training;
   if (t.max_train_epochs > 0) {
     s.num_epochs = t.max_train_epochs;
-    s.max_train_steps = static_cast<std::int64_t>(s.num_epochs) * s.steps_per_epoch;
+    for (int e = 0; e < s.num_epochs; ++e) next_epoch(e);
+    for (std::int64_t n : s.epoch_steps) s.max_train_steps += n;
   } else {
     if (t.max_train_steps <= 0) {
       throw std::invalid_argument("training.max_train_steps must be > 0 when "
@@ -161,20 +160,43 @@ JobSchedule CoordinatorJob::set_world_size(int world_size) {
                                   std::to_string(t.max_train_steps));
     }
     s.max_train_steps = t.max_train_steps;
-    s.num_epochs = static_cast<int>((s.max_train_steps + s.steps_per_epoch - 1) /
-                                    s.steps_per_epoch);
+    std::int64_t covered = 0;
+    while (covered < s.max_train_steps) {
+      next_epoch(s.num_epochs++);
+      if (s.epoch_steps.back() <= 0) {
+        throw std::invalid_argument("epoch " + std::to_string(s.num_epochs) +
+                                    " of the plan holds no training step");
+      }
+      covered += s.epoch_steps.back();
+    }
+  }
+  for (const ImageRecord& img : dataset_.images) {
+    if (img.is_reg && !reg_used[img.index]) ++s.reg_images_never_used;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   schedule_ = s;
   has_schedule_ = true;
   plan_cache_.clear();
   plan_cache_[0] = std::move(plan0);
-  LF_INFO("schedule for world_size " << s.world_size << ": " << s.steps_per_epoch
+  std::int64_t min_steps = s.epoch_steps[0], max_steps = s.epoch_steps[0];
+  for (std::int64_t n : s.epoch_steps) {
+    min_steps = std::min(min_steps, n);
+    max_steps = std::max(max_steps, n);
+  }
+  LF_INFO("schedule for world_size " << s.world_size << ": "
+                                     << (min_steps == max_steps
+                                             ? std::to_string(min_steps)
+                                             : std::to_string(min_steps) + ".." +
+                                                   std::to_string(max_steps))
                                      << " steps/epoch x " << s.num_epochs << " epochs, "
-                                     << "max_train_steps " << s.max_train_steps
-                                     << " (train_batch_size " << t.train_batch_size
-                                     << " per rank, global batch "
-                                     << t.train_batch_size * s.world_size << ")");
+                                     << "max_train_steps " << s.max_train_steps);
+  if (dataset_.num_reg_samples_raw > 0) {
+    LF_INFO("regularization (reg_selection " << options.reg_selection << "): epoch 1 uses "
+                                             << plan_cache_[0]->reg_images_used << " reg images ("
+                                             << plan_cache_[0]->reg_indices.size()
+                                             << " samples); " << s.reg_images_never_used
+                                             << " reg images are never used in this job");
+  }
   return s;
 }
 

@@ -1,13 +1,14 @@
 // The coordinator's view of one training job: the parsed config, the scanned dataset and, once
 // world_size is known, the schedule (steps per epoch, epochs, total steps) and the epoch plans.
-// Plans are a pure function of (dataset, seed, world_size, batch size, epoch), so they are
-// built lazily and cached; every rank is served the same plan.
+// Plans are a pure function of (dataset, seed, world_size, epoch), so they are built lazily and
+// cached; every rank is served the same plan.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/config/job_config.h"
 #include "common/data/dataset.h"
@@ -15,23 +16,28 @@
 
 namespace lf {
 
-// The schedule of a job for one world_size. All counts are optimizer steps.
+// The schedule of a job for one world_size. All counts are optimizer steps. Epochs can differ
+// in length (reg_selection random/rotate pick reg images from other buckets each epoch).
 struct JobSchedule {
   int world_size = 0;
-  int steps_per_epoch = 0;        // global batches in plan(epoch 0)
-  int num_epochs = 0;             // max_train_epochs, or ceil(max_train_steps / steps_per_epoch)
-  std::int64_t max_train_steps = 0;  // num_epochs * steps_per_epoch when epochs are given
+  std::vector<std::int64_t> epoch_steps;  // global batches of each epoch's plan
+  int steps_per_epoch = 0;        // epoch_steps[0], for logs and metrics
+  int num_epochs = 0;             // max_train_epochs, or epochs until max_train_steps is covered
+  std::int64_t max_train_steps = 0;  // sum of epoch_steps when epochs are given
+  // Regularization images never used in any epoch of the job (reg_selection decides).
+  int reg_images_never_used = 0;
 };
 
-// The dataset scan options of a config (its dataset section).
-ScanOptions scan_options_from(const DatasetSection& dataset);
+// The dataset scan options of a config (its datasets and the dataset section's scan keys).
+ScanOptions scan_options_from(const JobConfig& config);
 
 class CoordinatorJob {
  public:
   // Scans the dataset (decodes every image once; can take seconds for large sets), logs its
-  // warnings and a summary. Throws DatasetError / std::invalid_argument (bad bucket options)
-  // naming the folder, file or option.
-  explicit CoordinatorJob(JobConfig config);
+  // warnings and a summary. With check_model_files, first checks that the base checkpoint is a
+  // safetensors file and the tokenizer vocabulary exists, and creates output_dir (`inspect`
+  // skips this). Throws DatasetError / std::runtime_error naming the folder, file or option.
+  explicit CoordinatorJob(JobConfig config, bool check_model_files = true);
 
   const JobConfig& config() const { return config_; }
   const Dataset& dataset() const { return dataset_; }
@@ -60,6 +66,9 @@ class CoordinatorJob {
   static constexpr std::size_t kPlanCacheSize = 8;
 
  private:
+  // The base checkpoint is a safetensors file, the vocabulary exists, output_dir is creatable.
+  void check_job_files() const;
+
   JobConfig config_;
   Dataset dataset_;
   mutable std::mutex mutex_;

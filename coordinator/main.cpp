@@ -9,6 +9,7 @@
 
 #include "common/config/job_config.h"
 #include "common/util/log.h"
+#include "coordinator/inspect.h"
 #include "coordinator/server.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
   int world_size = 0;
   int linger_seconds = -1;
   double registration_timeout = 300.0;
+  bool inspect = false;
+  lf::InspectOptions inspect_options;
   app.add_option("--config", config_path, "job config YAML")->required();
   auto* listen_opt =
       app.add_option("--listen", listen, "gRPC HOST:PORT (overrides coordinator.listen_address)");
@@ -32,6 +35,15 @@ int main(int argc, char** argv) {
   app.add_option("--registration-timeout", registration_timeout,
                  "seconds a Register waits for the other ranks")
       ->check(CLI::Range(0.001, 7 * 24 * 3600.0));
+  app.add_flag("--inspect", inspect,
+               "print the datasets, subsets, buckets, reg usage and steps per epoch, then exit "
+               "(loads no model, starts no service)");
+  app.add_option("--batch-size", inspect_options.batch_size,
+                 "with --inspect: override every dataset's batch_size (per rank)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--gradient-accumulation-steps", inspect_options.gradient_accumulation_steps,
+                 "with --inspect: batches per optimizer step")
+      ->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -44,6 +56,11 @@ int main(int argc, char** argv) {
   try {
     lf::set_log_role("coordinator");
     const lf::JobConfig config = lf::load_job_config(config_path);
+    if (inspect) {
+      inspect_options.world_size = world_size > 0 ? world_size : 1;
+      std::cout << lf::inspect_job(config, inspect_options) << std::flush;
+      return 0;
+    }
     lf::CoordinatorOptions options;
     if (*listen_opt) options.listen_address = listen;
     if (*metrics_opt) options.metrics_address = metrics;

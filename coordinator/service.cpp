@@ -326,7 +326,7 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext*,
   } catch (const std::exception& e) {
     return {grpc::StatusCode::INTERNAL, std::string("GetEpochPlan: ") + e.what()};
   }
-  to_proto(*plan, job_.config().training.train_batch_size, response);
+  to_proto(*plan, response);
   return grpc::Status::OK;
 }
 

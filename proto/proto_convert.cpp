@@ -26,28 +26,71 @@ void to_proto(const Dataset& dataset, pb::DatasetManifest* out) {
     set_bucket(image.bucket.bucket, e->mutable_bucket());
     e->set_resized_width(image.bucket.resized_width);
     e->set_resized_height(image.bucket.resized_height);
+    e->set_dataset_index(image.dataset_index);
+    e->set_subset_index(image.subset_index);
+    e->set_num_repeats(image.num_repeats);
+    e->set_has_alpha(image.has_alpha);
+    e->set_content_sha256(image.content_sha256);
+  }
+  for (const SubsetInfo& s : dataset.subsets) {
+    pb::SubsetEntry* e = out->add_subsets();
+    e->set_name(s.name);
+    e->set_image_dir(s.image_dir);
+    e->set_dataset_index(s.dataset_index);
+    e->set_image_count(s.image_count);
+    e->set_num_repeats(s.config.num_repeats);
+    e->set_is_reg(s.config.is_reg);
+    e->set_class_tokens(s.config.class_tokens);
+    e->set_flip_aug(s.config.flip_aug);
+    e->set_random_crop(s.config.random_crop);
+    e->set_alpha_mask(s.config.alpha_mask);
+  }
+  for (const DatasetInfo& d : dataset.datasets) {
+    pb::DatasetEntry* e = out->add_datasets();
+    e->set_batch_size(d.batch_size);
+    for (const BucketReso& b : d.predefined_buckets) set_bucket(b, e->add_predefined_buckets());
+    e->set_num_train_samples(d.num_train_samples);
+    e->set_num_reg_samples_raw(d.num_reg_samples_raw);
+    e->set_resolution_width(d.buckets.resolution_w);
+    e->set_resolution_height(d.buckets.resolution_h);
+    e->set_enable_bucket(d.buckets.enable_bucket);
+    e->set_min_bucket_reso(d.buckets.min_bucket_reso);
+    e->set_max_bucket_reso(d.buckets.max_bucket_reso);
+    e->set_bucket_reso_steps(d.buckets.bucket_reso_steps);
+    e->set_bucket_no_upscale(d.buckets.bucket_no_upscale);
   }
   out->set_num_train_samples(dataset.num_train_samples);
   out->set_num_reg_samples_raw(dataset.num_reg_samples_raw);
-  for (const BucketReso& b : dataset.predefined_buckets) set_bucket(b, out->add_buckets());
 }
 
-void to_proto(const EpochPlan& plan, int train_batch_size, pb::EpochPlan* out) {
+void to_proto(const EpochPlan& plan, pb::EpochPlan* out) {
   out->Clear();
   out->set_epoch(plan.epoch);
-  out->set_train_batch_size(train_batch_size);
   out->mutable_batches()->Reserve(static_cast<int>(plan.batches.size()));
   for (const GlobalBatch& batch : plan.batches) {
     pb::GlobalBatch* gb = out->add_batches();
     set_bucket(batch.bucket, gb->mutable_bucket());
+    gb->set_dataset_index(batch.dataset_index);
+    gb->set_batch_size(batch.batch_size);
     gb->mutable_samples()->Reserve(static_cast<int>(batch.samples.size()));
     for (const PlanSample& s : batch.samples) {
       pb::PlanSample* ps = gb->add_samples();
       ps->set_image_index(s.image_index);
       ps->set_loss_weight(s.loss_weight);
+      ps->set_crop_left(s.crop_flip.crop_left);
+      ps->set_crop_top(s.crop_flip.crop_top);
+      ps->set_flip(s.crop_flip.flip);
+      if (s.has_caption) {
+        ps->set_has_caption(true);
+        ps->set_caption(s.caption);
+      }
     }
   }
   out->mutable_reg_indices()->Add(plan.reg_indices.begin(), plan.reg_indices.end());
+  out->set_reg_images_used(plan.reg_images_used);
+  out->set_reg_images_unused(plan.reg_images_unused);
+  out->mutable_reg_cursor_begin()->Add(plan.reg_cursor_begin.begin(), plan.reg_cursor_begin.end());
+  out->mutable_reg_cursor_end()->Add(plan.reg_cursor_end.begin(), plan.reg_cursor_end.end());
 }
 
 Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
@@ -64,11 +107,47 @@ Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
     r.bucket.bucket = bucket_from(e.bucket());
     r.bucket.resized_width = e.resized_width();
     r.bucket.resized_height = e.resized_height();
+    r.dataset_index = e.dataset_index();
+    r.subset_index = e.subset_index();
+    r.num_repeats = e.num_repeats();
+    r.has_alpha = e.has_alpha();
+    r.content_sha256 = e.content_sha256();
     d.images.push_back(std::move(r));
+  }
+  for (const pb::SubsetEntry& e : manifest.subsets()) {
+    SubsetInfo s;
+    s.name = e.name();
+    s.image_dir = e.image_dir();
+    s.dataset_index = e.dataset_index();
+    s.image_count = e.image_count();
+    s.config.image_dir = e.image_dir();
+    s.config.num_repeats = e.num_repeats();
+    s.config.is_reg = e.is_reg();
+    s.config.class_tokens = e.class_tokens();
+    s.config.flip_aug = e.flip_aug();
+    s.config.random_crop = e.random_crop();
+    s.config.alpha_mask = e.alpha_mask();
+    d.subsets.push_back(std::move(s));
+  }
+  for (const pb::DatasetEntry& e : manifest.datasets()) {
+    DatasetInfo info;
+    info.batch_size = e.batch_size();
+    for (const pb::Bucket& b : e.predefined_buckets()) {
+      info.predefined_buckets.push_back(bucket_from(b));
+    }
+    info.num_train_samples = e.num_train_samples();
+    info.num_reg_samples_raw = e.num_reg_samples_raw();
+    info.buckets.resolution_w = e.resolution_width();
+    info.buckets.resolution_h = e.resolution_height();
+    info.buckets.enable_bucket = e.enable_bucket();
+    info.buckets.min_bucket_reso = e.min_bucket_reso();
+    info.buckets.max_bucket_reso = e.max_bucket_reso();
+    info.buckets.bucket_reso_steps = e.bucket_reso_steps();
+    info.buckets.bucket_no_upscale = e.bucket_no_upscale();
+    d.datasets.push_back(std::move(info));
   }
   d.num_train_samples = manifest.num_train_samples();
   d.num_reg_samples_raw = manifest.num_reg_samples_raw();
-  for (const pb::Bucket& b : manifest.buckets()) d.predefined_buckets.push_back(bucket_from(b));
   return d;
 }
 
@@ -79,13 +158,27 @@ EpochPlan epoch_plan_from_proto(const pb::EpochPlan& plan) {
   for (const pb::GlobalBatch& gb : plan.batches()) {
     GlobalBatch b;
     b.bucket = bucket_from(gb.bucket());
+    b.dataset_index = gb.dataset_index();
+    b.batch_size = gb.batch_size();
     b.samples.reserve(gb.samples_size());
     for (const pb::PlanSample& s : gb.samples()) {
-      b.samples.push_back({s.image_index(), s.loss_weight()});
+      PlanSample ps;
+      ps.image_index = s.image_index();
+      ps.loss_weight = s.loss_weight();
+      ps.crop_flip.crop_left = s.crop_left();
+      ps.crop_flip.crop_top = s.crop_top();
+      ps.crop_flip.flip = s.flip();
+      ps.has_caption = s.has_caption();
+      ps.caption = s.caption();
+      b.samples.push_back(std::move(ps));
     }
     p.batches.push_back(std::move(b));
   }
   p.reg_indices.assign(plan.reg_indices().begin(), plan.reg_indices().end());
+  p.reg_images_used = plan.reg_images_used();
+  p.reg_images_unused = plan.reg_images_unused();
+  p.reg_cursor_begin.assign(plan.reg_cursor_begin().begin(), plan.reg_cursor_begin().end());
+  p.reg_cursor_end.assign(plan.reg_cursor_end().begin(), plan.reg_cursor_end().end());
   return p;
 }
 

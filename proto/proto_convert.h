@@ -9,16 +9,17 @@
 
 namespace lf {
 
-// Fills `out` (cleared first) with every image of `dataset`, its bucket and resize target, the
-// predefined bucket list and the sample counts. Pure; never throws except std::bad_alloc.
+// Fills `out` (cleared first) with every image of `dataset` (bucket, resize target, content
+// hash), the subsets' data options, the datasets' bucket options and batch sizes, and the sample
+// counts. Pure; never throws except std::bad_alloc.
 void to_proto(const Dataset& dataset, lorafleet::v1::DatasetManifest* out);
 
-// Fills `out` (cleared first) with the plan's batches in order, its reg_indices and the
-// per-rank train_batch_size. Pure; never throws except std::bad_alloc.
-void to_proto(const EpochPlan& plan, int train_batch_size, lorafleet::v1::EpochPlan* out);
+// Fills `out` (cleared first) with the plan's batches in order (with each sample's crop, flip
+// and processed caption), its reg selection and cursors. Pure; never throws except bad_alloc.
+void to_proto(const EpochPlan& plan, lorafleet::v1::EpochPlan* out);
 
-// Inverse mappings. Fields the manifest does not carry (subset, num_repeats, ar_error, the
-// subset list, warnings) are left at their defaults.
+// Inverse mappings. Fields the manifest does not carry (ar_error, the subsets' caption options,
+// warnings, bad images) are left at their defaults.
 Dataset dataset_from_proto(const lorafleet::v1::DatasetManifest& manifest);
 EpochPlan epoch_plan_from_proto(const lorafleet::v1::EpochPlan& plan);
 

@@ -89,6 +89,7 @@ class CoordinatorTest : public ::testing::Test {
            "  min_bucket_reso: 128\n"
            "  max_bucket_reso: 512\n"
            "  bucket_reso_steps: 64\n"
+           "  caption_extension: .txt\n"
            "training:\n"
            "  seed: 1234\n"
            "  train_batch_size: 1\n"
@@ -188,8 +189,26 @@ TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
   b.index = 1;
   b.path = "/data/reg/1_grey/b.png";
   b.is_reg = true;
+  a.content_sha256 = std::string(64, 'a');
+  a.has_alpha = true;
+  b.dataset_index = 0;
+  b.subset_index = 1;
   d.images = {a, b};
-  d.predefined_buckets = {{192, 320}, {256, 256}, {320, 192}};
+  DatasetInfo info;
+  info.batch_size = 3;
+  info.predefined_buckets = {{192, 320}, {256, 256}, {320, 192}};
+  info.num_train_samples = 2;
+  info.num_reg_samples_raw = 1;
+  d.datasets = {info};
+  SubsetInfo train_subset;
+  train_subset.name = "2_photo";
+  train_subset.config.num_repeats = 2;
+  train_subset.config.flip_aug = true;
+  SubsetInfo reg_subset;
+  reg_subset.name = "1_grey";
+  reg_subset.config.is_reg = true;
+  reg_subset.config.alpha_mask = true;
+  d.subsets = {train_subset, reg_subset};
   d.num_train_samples = 2;
   d.num_reg_samples_raw = 1;
 
@@ -200,24 +219,49 @@ TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
   EXPECT_TRUE(m.images(1).is_reg());
   EXPECT_EQ(m.images(0).bucket().width(), 320);
   EXPECT_EQ(m.images(0).resized_height(), 213);
-  EXPECT_EQ(m.buckets_size(), 3);
+  ASSERT_EQ(m.datasets_size(), 1);
+  EXPECT_EQ(m.datasets(0).predefined_buckets_size(), 3);
   const Dataset back = dataset_from_proto(m);
   ASSERT_EQ(back.images.size(), 2u);
   EXPECT_EQ(back.images[0].caption, "a photo of sks");
   EXPECT_EQ(back.images[0].bucket.bucket, (BucketReso{320, 192}));
   EXPECT_EQ(back.images[1].is_reg, true);
-  EXPECT_EQ(back.predefined_buckets, d.predefined_buckets);
+  EXPECT_EQ(back.datasets[0].predefined_buckets, info.predefined_buckets);
+  EXPECT_EQ(back.datasets[0].batch_size, 3);
+  EXPECT_EQ(back.images[0].content_sha256, std::string(64, 'a'));
+  EXPECT_TRUE(back.images[0].has_alpha);
+  EXPECT_EQ(back.images[1].subset_index, 1);
+  ASSERT_EQ(back.subsets.size(), 2u);
+  EXPECT_EQ(back.subsets[0].config.num_repeats, 2);
+  EXPECT_TRUE(back.subsets[0].config.flip_aug);
+  EXPECT_TRUE(back.subsets[1].config.alpha_mask);
+  EXPECT_TRUE(back.subsets[1].config.is_reg);
   EXPECT_EQ(back.num_train_samples, 2);
   EXPECT_EQ(back.num_reg_samples_raw, 1);
 
   EpochPlan plan;
   plan.epoch = 3;
-  plan.batches = {{{320, 192}, {{0, 1.0f}, {1, 0.5f}}}, {{256, 256}, {{1, 0.5f}}}};
+  PlanSample s0{0, 1.0f, {}, false, ""};
+  PlanSample s1{1, 0.5f, {3, 5, true}, true, "b, a"};
+  GlobalBatch b0;
+  b0.bucket = {320, 192};
+  b0.batch_size = 2;
+  b0.samples = {s0, s1};
+  GlobalBatch b1;
+  b1.bucket = {256, 256};
+  b1.batch_size = 2;
+  b1.samples = {s1};
+  plan.batches = {b0, b1};
   plan.reg_indices = {1, 1};
+  plan.reg_cursor_begin = {4};
+  plan.reg_cursor_end = {6};
+  plan.reg_images_used = 1;
   pb::EpochPlan pp;
-  to_proto(plan, 2, &pp);
+  to_proto(plan, &pp);
   EXPECT_EQ(pp.epoch(), 3);
-  EXPECT_EQ(pp.train_batch_size(), 2);
+  EXPECT_EQ(pp.batches(0).batch_size(), 2);
+  EXPECT_FALSE(pp.batches(0).samples(0).has_caption());
+  EXPECT_EQ(pp.batches(0).samples(0).crop_left(), -1);
   ASSERT_EQ(pp.batches_size(), 2);
   EXPECT_FLOAT_EQ(pp.batches(0).samples(1).loss_weight(), 0.5f);
   const EpochPlan plan_back = epoch_plan_from_proto(pp);
@@ -225,6 +269,13 @@ TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
   EXPECT_EQ(plan_back.batches[1].bucket, (BucketReso{256, 256}));
   EXPECT_EQ(plan_back.batches[0].samples[1].image_index, 1);
   EXPECT_EQ(plan_back.reg_indices, (std::vector<int>{1, 1}));
+  EXPECT_TRUE(plan_back.batches[0].samples[1].crop_flip == (CropFlip{3, 5, true}));
+  EXPECT_EQ(plan_back.batches[0].samples[1].caption, "b, a");
+  EXPECT_TRUE(plan_back.batches[0].samples[1].has_caption);
+  EXPECT_EQ(plan_back.batches[0].batch_size, 2);
+  EXPECT_EQ(plan_back.reg_cursor_begin, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(plan_back.reg_cursor_end, (std::vector<std::int64_t>{6}));
+  EXPECT_EQ(plan_back.reg_images_used, 1);
 }
 
 // ---- job schedule ------------------------------------------------------------------------
@@ -336,7 +387,8 @@ TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
     for (const auto& e : m.images()) reg += e.is_reg() ? 1 : 0;
     EXPECT_EQ(reg, 3);
     EXPECT_EQ(m.images(0).caption(), "a photo of sks astronaut");
-    EXPECT_GT(m.buckets_size(), 0);
+    ASSERT_EQ(m.datasets_size(), 1);
+    EXPECT_GT(m.datasets(0).predefined_buckets_size(), 0);
   }
 
   // Epoch 0 equals the plan computed locally.
@@ -350,7 +402,7 @@ TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
     const EpochPlan local =
         build_epoch_plan(server.job().dataset(), server.job().plan_options(2), 0);
     EXPECT_EQ(plan.epoch(), 0);
-    EXPECT_EQ(plan.train_batch_size(), 1);
+    EXPECT_EQ(plan.batches(0).batch_size(), 1);
     ASSERT_EQ(plan.batches_size(), static_cast<int>(local.batches.size()));
     for (int b = 0; b < plan.batches_size(); ++b) {
       EXPECT_EQ(plan.batches(b).bucket().width(), local.batches[b].bucket.width);
