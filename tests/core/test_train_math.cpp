@@ -56,6 +56,23 @@ TEST(PerSampleMSE, MeansOverNonBatchDimsInFloat32) {
   EXPECT_THROW(per_sample_mse(pred, torch::ones({2, 3, 2})), std::invalid_argument);
 }
 
+// kohya apply_masked_loss: error * mask, then the mean over all C*h*w elements (masked ones
+// count in the denominator).
+TEST(PerSampleMaskedMSE, MultipliesByMaskBeforeTheFullMean) {
+  torch::Tensor pred = torch::zeros({2, 2, 2, 2});
+  torch::Tensor target = torch::full({2, 2, 2, 2}, 2.0);  // squared error 4 everywhere
+  torch::Tensor mask = torch::zeros({2, 1, 2, 2});
+  mask[0][0][0][0] = 1.0;   // sample 0: one of 4 pixels, both channels: 4 * 2 / 8 = 1
+  mask[1].fill_(0.5);       // sample 1: everything at half weight: 2
+  torch::Tensor loss = per_sample_masked_mse(pred, target, mask);
+  EXPECT_FLOAT_EQ(loss[0].item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(loss[1].item<float>(), 2.0f);
+  EXPECT_TRUE(torch::equal(per_sample_masked_mse(pred, target, torch::Tensor()),
+                           per_sample_mse(pred, target)));
+  EXPECT_THROW(per_sample_masked_mse(pred, target, torch::ones({2, 1, 3, 2})),
+               std::invalid_argument);
+}
+
 TEST(LRSchedule, MatchesTransformersSchedules) {
   const std::pair<const char*, const double*> cases[] = {
       {"constant", ref::kLRConstant},

@@ -99,7 +99,8 @@ class EndToEnd : public ::testing::Test {
 
   std::string write_config(const std::string& name, const std::string& output_dir,
                            int max_steps, int save_every, int coord_port, int metrics_port,
-                           int worker_port_base, const std::string& extra = "") {
+                           int worker_port_base, const std::string& extra = "",
+                           const std::string& dataset_extra = "") {
     const fs::path p = dir_ / name;
     std::ofstream f(p);
     f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
@@ -107,6 +108,7 @@ class EndToEnd : public ::testing::Test {
       << "dataset:\n  train_data_dir: " << (dir_ / "train").string()
       << "\n  reg_data_dir: " << (dir_ / "reg").string()
       << "\n  resolution: 128\n  min_bucket_reso: 64\n  max_bucket_reso: 256\n"
+      << "  caption_extension: .txt\n" << dataset_extra
       << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
       << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
       << "  lr_scheduler: cosine\n  lr_warmup_steps: 2\n  max_train_steps: " << max_steps
@@ -147,6 +149,18 @@ std::map<std::string, at::Tensor> lora_tensors(const std::string& path) {
 bool bytes_equal(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
          std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+// The two LoRA files hold the same tensors, byte for byte.
+void expect_same_lora(const std::string& a_path, const std::string& b_path) {
+  const auto ta = lora_tensors(a_path);
+  const auto tb = lora_tensors(b_path);
+  ASSERT_EQ(ta.size(), tb.size());
+  ASSERT_GT(ta.size(), 0u);
+  for (const auto& [name, t] : ta) {
+    ASSERT_TRUE(tb.count(name)) << name;
+    EXPECT_TRUE(bytes_equal(t, tb.at(name))) << "tensor differs: " << name;
+  }
 }
 
 TEST_F(EndToEnd, TwoRanksStayInSyncWithFiniteLossAndValidMetrics) {
@@ -263,14 +277,7 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;
 
-  const auto ta = lora_tensors(straight + "/e2e.safetensors");
-  const auto tb = lora_tensors(split + "/e2e.safetensors");
-  ASSERT_EQ(ta.size(), tb.size());
-  ASSERT_GT(ta.size(), 0u);
-  for (const auto& [name, t] : ta) {
-    ASSERT_TRUE(tb.count(name)) << name;
-    EXPECT_TRUE(bytes_equal(t, tb.at(name))) << "tensor differs after resume: " << name;
-  }
+  expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
   EXPECT_EQ(lf::load_safetensors(split + "/e2e.safetensors").metadata.at("ss_steps"), "6");
 
   // network_weights: continue from the trained LoRA. With learning_rate 0 one step changes
@@ -290,11 +297,63 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   }
   RunResult c = run_job(cfg_c, cport, 2, "");
   ASSERT_EQ(c.exit_code, 0) << c.output;
-  const auto tc = lora_tensors(cont + "/e2e.safetensors");
-  ASSERT_EQ(tc.size(), ta.size());
-  for (const auto& [name, t] : ta) {
-    EXPECT_TRUE(bytes_equal(t, tc.at(name))) << "network_weights not loaded: " << name;
+  // Equal to the loaded file: network_weights was loaded (and broadcast), not re-initialised.
+  expect_same_lora(straight + "/e2e.safetensors", cont + "/e2e.safetensors");
+}
+
+// Issue 3's data path end to end on 2 ranks: per-sample flip, caption shuffle and tag dropout
+// planned by the coordinator, reg_selection rotate over 9 reg images, latents and text-encoder
+// outputs cached on disk. A run stopped at step 4 and resumed ends byte-identical to a straight
+// run, and the resumed half reads its latents back from the disk cache.
+TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
+  for (const auto& e : fs::directory_iterator(kDemo + "/reg/1_photo")) {
+    const fs::path to = dir_ / "reg/1_grey" / e.path().filename();
+    if (!fs::exists(to)) fs::copy_file(e.path(), to);
   }
+  const int cport = free_port(), mport = free_port();
+  const std::string data =
+      "  reg_selection: rotate\n  flip_aug: true\n  shuffle_caption: true\n"
+      "  keep_tokens: 1\n  caption_tag_dropout_rate: 0.2\n  cache_latents_to_disk: true\n"
+      "  cache_text_encoder_outputs_to_disk: true\n";
+  const std::string straight = (dir_ / "straight").string();
+  const std::string cfg_a = write_config("a.yaml", straight, 8, 0, cport, mport, 0, "", data);
+
+  // inspect: no model, the subsets, the bucket table and the steps for a world size.
+  RunResult insp = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg_a +
+                       " --inspect --world-size 2 --gradient-accumulation-steps 2");
+  ASSERT_EQ(insp.exit_code, 0) << insp.output;
+  EXPECT_NE(insp.output.find("[train] " + (dir_ / "train/2_photo").string() +
+                             ": 3 images x 2 repeats = 6 samples"),
+            std::string::npos) << insp.output;
+  EXPECT_NE(insp.output.find("[reg] " + (dir_ / "reg/1_grey").string() +
+                             ": 9 images x 1 repeats = 9 samples; epoch 1 uses 6 of them"),
+            std::string::npos) << insp.output;
+  EXPECT_NE(insp.output.find("number of train images (including repeats): 6"), std::string::npos);
+  EXPECT_NE(insp.output.find("gradient_accumulation_steps 2"), std::string::npos);
+  EXPECT_NE(insp.output.find("total optimization steps: 8"), std::string::npos);
+
+  RunResult a = run_job(cfg_a, cport, 2, "");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  // 5 images x 2 flips (train) + 9 reg x 2 flips: every entry encoded once, by one rank.
+  int latent_files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(straight + "/cache/latents")) {
+    latent_files += e.path().extension() == ".safetensors" ? 1 : 0;
+  }
+  EXPECT_EQ(latent_files, (3 + 9) * 2);
+
+  const std::string split = (dir_ / "split").string();
+  const std::string cfg_b = write_config("b.yaml", split, 8, 0, cport, mport, 0, "", data);
+  RunResult b1 = run_job(cfg_b, cport, 2, "--stop-at-step 4");
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  RunResult b2 = run_job(cfg_b, cport, 2, "--resume " + split);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_NE(b2.output.find("0 encoded by this rank"), std::string::npos) << b2.output;
+
+  expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
+  const auto meta = lf::load_safetensors(split + "/e2e.safetensors").metadata;
+  EXPECT_EQ(meta.at("ss_flip_aug"), "True");
+  EXPECT_EQ(meta.at("ss_shuffle_caption"), "True");
+  EXPECT_EQ(meta.at("ss_keep_tokens"), "1");
 }
 
 TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {

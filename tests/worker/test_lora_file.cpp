@@ -74,9 +74,15 @@ TEST(LoRAFile, BucketInfoCountsPlanSamplesPerBucket) {
   d.images[0].bucket.ar_error = 0.25;
   d.images[1].bucket.ar_error = -0.75;
   EpochPlan plan;
-  plan.batches.push_back({{256, 320}, {{0, 1.f}, {0, 1.f}}});
-  plan.batches.push_back({{128, 64}, {{1, 1.f}}});
-  plan.batches.push_back({{256, 320}, {{0, 1.f}}});
+  auto batch = [](BucketReso bucket, std::vector<int> images) {
+    GlobalBatch b;
+    b.bucket = bucket;
+    for (int i : images) b.samples.push_back(PlanSample{i, 1.f, {}, false, ""});
+    return b;
+  };
+  plan.batches.push_back(batch({256, 320}, {0, 0}));
+  plan.batches.push_back(batch({128, 64}, {1}));
+  plan.batches.push_back(batch({256, 320}, {0}));
   EXPECT_EQ(kohya_bucket_info_json(d, plan),
             "{\"buckets\": {\"0\": {\"resolution\": [128, 64], \"count\": 1}, "
             "\"1\": {\"resolution\": [256, 320], \"count\": 3}}, \"mean_img_ar_error\": 0.5}");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -84,6 +85,9 @@ void save_train_state(const std::string& dir, const TrainState& s) {
   put("shared_seed", std::to_string(s.shared_seed));
   put("world_size", std::to_string(s.world_size));
   put("session_id", std::to_string(s.session_id));
+  std::string cursor;
+  for (std::int64_t c : s.reg_cursor) cursor += (cursor.empty() ? "" : ",") + std::to_string(c);
+  put("reg_cursor", cursor);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", s.training_started_at);
   put("training_started_at", buf);
@@ -108,6 +112,18 @@ TrainState load_train_state(const std::string& dir) {
   s.world_size = static_cast<int>(meta_int(m, "world_size", file));
   s.session_id = meta_int(m, "session_id", file);
   s.training_started_at = std::stod(m.at(std::string(kStatePrefix) + "training_started_at"));
+  auto cursor = m.find(std::string(kStatePrefix) + "reg_cursor");
+  if (cursor != m.end() && !cursor->second.empty()) {
+    std::stringstream list(cursor->second);
+    for (std::string item; std::getline(list, item, ',');) {
+      try {
+        s.reg_cursor.push_back(std::stoll(item));
+      } catch (const std::exception&) {
+        throw std::runtime_error(file + ": reg_cursor '" + cursor->second +
+                                 "' is not a comma-separated list of integers");
+      }
+    }
+  }
   for (auto& [k, v] : loaded.tensors) s.optimizer.emplace(k, v);
   return s;
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lf {
 
@@ -25,6 +26,10 @@ struct TrainState {
   int world_size = 1;
   std::int64_t session_id = 0;
   double training_started_at = 0.0;
+  // reg_selection "rotate": where `epoch`'s walk through each dataset's reg list starts
+  // (EpochPlan::reg_cursor_begin). The plan derives it from the epoch; a resume checks that the
+  // plan it is served continues exactly there. Empty in checkpoints without it.
+  std::vector<std::int64_t> reg_cursor;
   std::map<std::string, at::Tensor> optimizer;  // LoRAOptimizer::state_dict()
 };
 

@@ -86,7 +86,6 @@ std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan
 
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
                                                        const LoRATrainingFacts& f) {
-  const auto& ds = c.dataset;
   const auto& tr = c.training;
   std::map<std::string, std::string> m;
   m["ss_session_id"] = std::to_string(f.session_id);
@@ -127,27 +126,36 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_noise_offset"] = "None";
   m["ss_loss_type"] = "l2";
   m["ss_sd_model_name"] = basename_of(c.model.pretrained_model_name_or_path);
-  // Legacy (no dataset config file) dataset keys.
-  m["ss_batch_size_per_device"] = std::to_string(tr.train_batch_size);
-  m["ss_total_batch_size"] = std::to_string(tr.train_batch_size * f.world_size);
-  m["ss_resolution"] = "(" + std::to_string(ds.resolution_w) + ", " +
-                       std::to_string(ds.resolution_h) + ")";
-  m["ss_enable_bucket"] = py_bool(ds.enable_bucket);
-  m["ss_bucket_no_upscale"] = py_bool(ds.bucket_no_upscale);
-  m["ss_min_bucket_reso"] = std::to_string(ds.min_bucket_reso);
-  m["ss_max_bucket_reso"] = std::to_string(ds.max_bucket_reso);
-  m["ss_flip_aug"] = "False";
+  // Legacy (no dataset config file) dataset keys, from the first dataset and its first subset
+  // (kohya writes these from the CLI arguments).
+  const DatasetConfig first_dataset = c.datasets.empty() ? DatasetConfig{} : c.datasets[0];
+  const BucketOptions& b = first_dataset.buckets;
+  const SubsetConfig& sub = first_dataset.subsets.empty() ? first_dataset.folder_defaults
+                                                          : first_dataset.subsets[0];
+  m["ss_batch_size_per_device"] = std::to_string(first_dataset.batch_size);
+  m["ss_total_batch_size"] = std::to_string(first_dataset.batch_size * f.world_size);
+  m["ss_resolution"] = "(" + std::to_string(b.resolution_w) + ", " +
+                       std::to_string(b.resolution_h) + ")";
+  m["ss_enable_bucket"] = py_bool(b.enable_bucket);
+  m["ss_bucket_no_upscale"] = py_bool(b.bucket_no_upscale);
+  m["ss_min_bucket_reso"] = std::to_string(b.min_bucket_reso);
+  m["ss_max_bucket_reso"] = std::to_string(b.max_bucket_reso);
+  m["ss_flip_aug"] = py_bool(sub.flip_aug);
   m["ss_color_aug"] = "False";
-  m["ss_random_crop"] = "False";
-  m["ss_shuffle_caption"] = "False";
-  m["ss_keep_tokens"] = "0";
+  m["ss_random_crop"] = py_bool(sub.random_crop);
+  m["ss_shuffle_caption"] = py_bool(sub.caption.shuffle_caption);
+  m["ss_keep_tokens"] = std::to_string(sub.caption.keep_tokens);
+  m["ss_caption_dropout_rate"] = py_float(sub.caption.caption_dropout_rate);
+  m["ss_caption_dropout_every_n_epochs"] =
+      std::to_string(sub.caption.caption_dropout_every_n_epochs);
+  m["ss_caption_tag_dropout_rate"] = py_float(sub.caption.caption_tag_dropout_rate);
   if (!f.bucket_info_json.empty()) m["ss_bucket_info"] = f.bucket_info_json;
   // ModelSpec 1.0.1 basics (kohya sai_model_spec).
   m["modelspec.sai_model_spec"] = "1.0.1";
   m["modelspec.architecture"] = "stable-diffusion-v1/lora";
   m["modelspec.implementation"] = "diffusers";
   m["modelspec.title"] = c.output.output_name;
-  m["modelspec.resolution"] = std::to_string(ds.resolution_w) + "x" + std::to_string(ds.resolution_h);
+  m["modelspec.resolution"] = std::to_string(b.resolution_w) + "x" + std::to_string(b.resolution_h);
   m["modelspec.prediction_type"] = "epsilon";
   return m;
 }

@@ -1,7 +1,9 @@
 // The job's random streams, each a pure function of the shared seed and a position, so that
 // reruns, resumes and ranks agree without exchanging RNG state:
 //   noise + timesteps  (seed, rank, global_step)  ranks differ, reruns repeat
-//   VAE latent noise   (seed, image index)        every rank encodes an image identically
+//   VAE latent noise   the latent cache key       (latent_disk_cache.h latent_noise_seed): the
+//                                                 same image content, bucket, crop and flip give
+//                                                 the same latents on every rank and in every run
 //   LoRA init          (seed)                     rank 0's draw is broadcast anyway
 // Streams are kept apart by a fixed tag mixed in with mix_seed (SplitMix64).
 #pragma once
@@ -19,9 +21,6 @@ inline std::uint64_t noise_stream_seed(std::uint64_t seed, int rank, std::int64_
 // The CPU generator that step `global_step` of `rank` draws its noise and timesteps from.
 inline at::Generator make_noise_generator(std::uint64_t seed, int rank, std::int64_t global_step) {
   return make_cpu_generator(noise_stream_seed(seed, rank, global_step));
-}
-inline std::uint64_t latent_stream_seed(std::uint64_t seed, int image_index) {
-  return mix_seed(seed, /*tag=*/2, static_cast<std::uint64_t>(image_index));
 }
 inline std::uint64_t lora_init_seed(std::uint64_t seed) { return mix_seed(seed, /*tag=*/3, 0); }
 

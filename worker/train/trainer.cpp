@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/io/atomic_file.h"
+#include "common/io/sha256.h"
 #include "common/text/clip_tokenizer.h"
 #include "common/util/log.h"
 #include "worker/app/progress_bar.h"
@@ -33,6 +34,7 @@
 #include "worker/io/tensor_file.h"
 #include "worker/train/checkpoint_writer.h"
 #include "worker/train/latent_cache.h"
+#include "worker/train/model_identity.h"
 #include "worker/train/rng_streams.h"
 #include "worker/train/text_cache.h"
 
@@ -54,6 +56,19 @@ at::Device pick_device(const JobConfig& config, int rank) {
   }
   if (want == "cpu" || !cuda) return at::Device(at::kCPU);
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_device_for_rank(rank)));
+}
+
+// Identity of a frozen model for cache keys: a digest of all its weights (model_identity.h).
+std::string weights_identity(const torch::nn::Module& module) {
+  const WeightMap w = module_weights(module, "");
+  return module_identity(std::map<std::string, at::Tensor>(w.begin(), w.end()));
+}
+
+// dataset.cache_dir, or <output_dir>/cache when it is not set.
+std::string cache_dir_of(const JobConfig& config) {
+  return config.dataset.cache_dir.empty()
+             ? (fs::path(config.output.output_dir) / "cache").string()
+             : config.dataset.cache_dir;
 }
 
 // A fresh run must not write over another run's checkpoints.
@@ -223,12 +238,36 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   // ---- Data. ----
   const Dataset dataset = coordinator.get_dataset();
   const CLIPTokenizer tokenizer = CLIPTokenizer::from_file(config.model.tokenizer_vocab);
-  TextCache texts(clip, tokenizer, device);
-  LatentCache latents(dataset, device, [&](const at::Tensor& x, int image_index) {
-    torch::NoGradGuard no_grad;
-    auto gen = make_cpu_generator(latent_stream_seed(tr.seed, image_index));
-    return vae->sample_latents(x, gen);
-  });
+  TextCache::Options text_options;
+  text_options.device = device;
+  if (config.dataset.cache_text_encoder_outputs_to_disk) {
+    text_options.disk_dir = (fs::path(cache_dir_of(config)) / "text").string();
+    text_options.text_encoder_identity = weights_identity(*clip);
+    text_options.tokenizer_identity = sha256_file_hex(config.model.tokenizer_vocab);
+  }
+  TextCache texts(clip, tokenizer, text_options);
+  LatentCache::Options latent_options;
+  latent_options.device = device;
+  if (config.dataset.cache_latents_to_disk) {
+    latent_options.disk_dir = (fs::path(cache_dir_of(config)) / "latents").string();
+    latent_options.vae_identity = weights_identity(*vae);
+  }
+  LatentCache latents(dataset, latent_options,
+                      [&](const at::Tensor& x, std::uint64_t noise_seed) {
+                        torch::NoGradGuard no_grad;
+                        auto gen = make_cpu_generator(noise_seed);
+                        return vae->sample_latents(x, gen);
+                      });
+  if (config.dataset.cache_latents_to_disk) {
+    // kohya cache_latents_to_disk: every rank encodes its share of the missing entries before
+    // training, then all read every entry from disk.
+    const auto t0 = Clock::now();
+    const LatentCache::ShardStats st = latents.precompute_shard(rank, world_size);
+    comm.barrier();
+    LF_INFO("latent cache " << latent_options.disk_dir << ": " << st.encoded
+                            << " encoded by this rank, " << st.reused << " reused, "
+                            << st.stale << " stale re-encoded (" << seconds_since(t0) << " s)");
+  }
   const DDPMNoiseSchedule schedule;
   LRScheduleOptions lr_opts;
   lr_opts.name = tr.lr_scheduler;
@@ -262,28 +301,44 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     const auto plan_t0 = Clock::now();
     plan = coordinator.get_epoch_plan(state.epoch);
     double plan_wait = seconds_since(plan_t0);  // charged to the first step of the epoch
+    // A resumed epoch must continue the reg walk exactly where the checkpoint left it.
+    if (!state.reg_cursor.empty() && state.reg_cursor != plan.reg_cursor_begin) {
+      throw std::runtime_error(
+          "the plan of epoch " + std::to_string(state.epoch + 1) +
+          " starts its regularization images elsewhere than the checkpoint recorded; the "
+          "dataset or dataset.reg_selection changed since the checkpoint was written");
+    }
+    state.reg_cursor = plan.reg_cursor_begin;
     const auto num_batches = static_cast<std::int64_t>(plan.batches.size());
     if (rank == 0) {
       LF_INFO("epoch " << state.epoch + 1 << "/" << job.num_epochs << ": " << num_batches
                        << " steps, " << plan.num_samples() << " samples ("
-                       << plan.reg_indices.size() << " regularization)");
+                       << plan.reg_indices.size() << " regularization from "
+                       << plan.reg_images_used << " reg images, " << plan.reg_images_unused
+                       << " not used this epoch)");
     }
     for (std::int64_t b = state.step_in_epoch; b < num_batches && state.global_step < stop_at;
          ++b) {
       const auto step_t0 = Clock::now();
       const GlobalBatch& batch = plan.batches[b];
-      const auto [lo, hi] = rank_slice(batch, rank, tr.train_batch_size);
+      const auto [lo, hi] = rank_slice(batch, rank);
       const int n_local = hi - lo;
       const double n_global = static_cast<double>(batch.samples.size());
 
       // This rank's slice (latents and contexts are cached after first use).
       const auto data_t0 = Clock::now();
-      std::vector<at::Tensor> lat, ctx;
+      std::vector<at::Tensor> lat, ctx, masks;
       std::vector<float> weights;
+      bool any_mask = false;
       for (int i = lo; i < hi; ++i) {
         const PlanSample& smp = batch.samples[i];
-        lat.push_back(latents.get(smp.image_index));
-        ctx.push_back(texts.get(dataset.images[smp.image_index].caption));
+        LatentCache::Entry e = latents.get(smp.image_index, smp.crop_flip);
+        any_mask = any_mask || e.mask.defined();
+        lat.push_back(e.latents);
+        masks.push_back(e.mask);
+        // A shuffled / dropped-out caption comes with the sample; the base caption is cached.
+        ctx.push_back(smp.has_caption ? texts.encode(smp.caption)
+                                      : texts.get(dataset.images[smp.image_index].caption));
         weights.push_back(smp.loss_weight);
       }
       const double data_wait = seconds_since(data_t0) + plan_wait;
@@ -297,6 +352,14 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         in.latents = torch::stack(lat);
         in.context = torch::stack(ctx);
         in.loss_weights = torch::tensor(weights).to(device);
+        if (any_mask) {  // alpha_mask samples weight their loss; others get an all-ones mask
+          for (std::size_t k = 0; k < masks.size(); ++k) {
+            if (!masks[k].defined()) {
+              masks[k] = torch::ones({1, lat[k].size(1), lat[k].size(2)}, lat[k].options());
+            }
+          }
+          in.loss_mask = torch::stack(masks);
+        }
         auto gen = make_noise_generator(job.shared_seed, rank, state.global_step);
         at::Tensor loss_sum = compute_loss_sum(unet, schedule, in, gen);
         (loss_sum / n_global).backward();
@@ -345,6 +408,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         state.epoch += 1;
         state.step_in_epoch = 0;
         state.samples_in_epoch = 0;
+        state.reg_cursor = plan.reg_cursor_end;
       }
       const bool last = state.global_step >= stop_at;
       if (!last && tr.save_every_n_steps > 0 && state.global_step % tr.save_every_n_steps == 0) {

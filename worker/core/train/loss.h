@@ -11,4 +11,11 @@ namespace lf {
 // Throws std::invalid_argument on a shape mismatch.
 torch::Tensor per_sample_mse(const torch::Tensor& pred, const torch::Tensor& target);
 
+// As per_sample_mse, with the squared error multiplied by `mask` [B, 1, h, w] (values in [0, 1],
+// broadcast over channels) before the mean, as kohya apply_masked_loss (alpha_mask): the mean
+// still divides by every element, masked ones included. An undefined mask means no mask.
+// Throws std::invalid_argument when the mask's batch or spatial size differs from pred's.
+torch::Tensor per_sample_masked_mse(const torch::Tensor& pred, const torch::Tensor& target,
+                                    const torch::Tensor& mask);
+
 }  // namespace lf

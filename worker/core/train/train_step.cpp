@@ -31,7 +31,7 @@ torch::Tensor compute_loss_sum(UNetModel& unet, const DDPMNoiseSchedule& schedul
 
   torch::Tensor noisy = schedule.add_noise(latents, noise, t_cpu);
   torch::Tensor eps = unet->forward(noisy, timesteps, inputs.context);
-  torch::Tensor per_sample = per_sample_mse(eps, noise);
+  torch::Tensor per_sample = per_sample_masked_mse(eps, noise, inputs.loss_mask);
   return (per_sample * inputs.loss_weights.to(per_sample.device(), torch::kFloat32)).sum();
 }
 

@@ -16,6 +16,7 @@ struct StepInputs {
   torch::Tensor latents;       // [B, 4, h, w], already multiplied by the VAE scale_factor
   torch::Tensor context;       // [B, 77, context_dim] text-encoder hidden states
   torch::Tensor loss_weights;  // [B] per-sample weights (prior_loss_weight for reg images)
+  torch::Tensor loss_mask;     // [B, 1, h, w] in [0, 1] (alpha_mask), or undefined for none
 };
 
 // Draws, on the CPU `generator` in this order, noise ~ N(0, 1) [B, 4, h, w] float32 and then

@@ -1,0 +1,72 @@
+// On-disk cache of text-encoder outputs per caption (kohya's cache_text_encoder_outputs_to_disk,
+// which writes "<stem>_te_outputs.npz" per image; here one safetensors file per distinct
+// (caption, tokenizer, text encoder, clip_skip), validated like the latent cache).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace lf {
+
+// Token positions of a CLIP context (75 tokens framed by BOS/EOS, kohya max_token_length unset).
+inline constexpr std::int64_t kTextContextLength = 77;
+
+struct TextCacheKey {
+  std::string caption;                // the exact text given to the tokenizer
+  std::string tokenizer_identity;     // e.g. sha256 of vocab.json + merges.txt
+  std::string text_encoder_identity;  // module_identity() of the text encoder's state dict
+  int clip_skip = 1;                  // kohya clip_skip: 1 = last layer, 2 = penultimate, ...
+  bool with_pooled = false;           // the entry carries the pooled output (SDXL's pool2)
+
+  // Canonical text of every field under a kind line (cache_file.h CacheKeyRendering); the format
+  // version lives in the file's metadata.
+  std::string rendering() const;
+  // sha256 hex of rendering().
+  std::string digest() const;
+  // digest() + ".safetensors".
+  std::string file_name() const;
+};
+
+// Bumped when the file layout changes; files of another version are stale (re-encoded).
+inline constexpr const char* kTextCacheFormat = "lorafleet-text-cache/1";
+
+struct TextEncoderEntry {
+  at::Tensor context;  // [77, hidden] float32 CPU: the (clip_skip-selected) hidden states
+  at::Tensor pooled;   // [hidden] float32 CPU, undefined when !key.with_pooled
+};
+
+class TextDiskCache {
+ public:
+  // `dir` need not exist yet; store() creates it.
+  explicit TextDiskCache(std::string dir);
+
+  // The cached entry of `key`, or nullopt when there is none or it is stale (another key or
+  // format version; *stale_reason then says why, and is cleared otherwise).
+  // Throws std::runtime_error naming the cache file, quoting the caption (first 80 characters)
+  // and saying to delete the file (or the cache folder) when it is corrupt: not valid
+  // safetensors, "context" not float32 [77, hidden>0] or holding NaN/Inf, "pooled" not float32
+  // [hidden], present without key.with_pooled or missing with it, or another tensor present.
+  std::optional<TextEncoderEntry> load(const TextCacheKey& key,
+                                       std::string* stale_reason = nullptr) const;
+
+  // Writes the entry atomically at path_for(key) (safe for concurrent ranks, cache_file.h).
+  // Throws std::invalid_argument quoting the caption if the entry does not have the shapes and
+  // dtypes load() expects or holds NaN/Inf; std::runtime_error naming the path on IO failure.
+  void store(const TextCacheKey& key, const TextEncoderEntry& entry) const;
+
+  // "<dir>/<first two hex chars>/<key.file_name()>".
+  std::string path_for(const TextCacheKey& key) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// "\"<caption>\"", cut to its first 80 bytes (not splitting a UTF-8 sequence) plus "..." when
+// longer, for messages.
+std::string quote_caption(const std::string& caption);
+
+}  // namespace lf
