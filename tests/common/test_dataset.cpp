@@ -14,6 +14,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "tests/common/fixtures.h"
+#include "tests/common/image_fixtures.h"
 
 namespace lf {
 namespace {
@@ -351,6 +352,27 @@ TEST(DatasetScanBadImages, AllListedOrSkipped) {
   EXPECT_EQ(ds.subsets[0].image_count, 7);
   EXPECT_EQ(ds.bad_images.size(), 3u);
   for (std::size_t i = 0; i < ds.images.size(); ++i) EXPECT_EQ(ds.images[i].index, int(i));
+}
+
+// Issue 3: a 4000x3000 JPEG stored with EXIF Orientation 6, at resolution 1024, is bucketed as
+// the 3000x4000 portrait it shows: bucket (896,1152), resized 896x1195.
+TEST(DatasetScanImages, ExifRotatedPhotoIsBucketedUpright) {
+  test::TempDir dir("dataset_exif");
+  fs::create_directories(dir.path() / "1_x");
+  cv::Mat stored(3000, 4000, CV_8UC3, cv::Scalar(90, 120, 150));
+  const test::Bytes jpeg = test::jpeg_with_exif(test::encode_image(stored, ".jpg"),
+                                                test::exif_orientation_tiff(6));
+  test::write_bytes(dir.str("1_x/phone.jpg"), jpeg);
+  ScanOptions o = folder_options(dir.str());
+  first(o).buckets.resolution_w = first(o).buckets.resolution_h = 1024;
+  first(o).buckets.max_bucket_reso = 2048;
+  const Dataset ds = scan_dataset(o);
+  ASSERT_EQ(ds.images.size(), 1u);
+  EXPECT_EQ(ds.images[0].width, 3000);
+  EXPECT_EQ(ds.images[0].height, 4000);
+  EXPECT_EQ(ds.images[0].bucket.bucket, (BucketReso{896, 1152}));
+  EXPECT_EQ(ds.images[0].bucket.resized_width, 896);
+  EXPECT_EQ(ds.images[0].bucket.resized_height, 1195);
 }
 
 // Two images with one stem (a.png, a.jpg) share a caption file: an error naming both.
