@@ -16,12 +16,10 @@ std::string yes_no(bool b) { return b ? "true" : "false"; }
 
 std::string size_text(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 std::string inspect_job(JobConfig config, const InspectOptions& options) {
-  if (options.world_size < 1 || options.gradient_accumulation_steps < 1 ||
+  if (options.world_size < 1 || options.gradient_accumulation_steps < 0 ||
       options.batch_size < 0) {
     throw std::invalid_argument(
         "inspect: expected --world-size >= 1, --gradient-accumulation-steps >= 1 and "
@@ -30,10 +28,11 @@ std::string inspect_job(JobConfig config, const InspectOptions& options) {
   if (options.batch_size > 0) {
     for (DatasetConfig& d : config.datasets) d.batch_size = options.batch_size;
   }
-  const int accum = options.gradient_accumulation_steps;
   CoordinatorJob job(config, /*check_model_files=*/false);
   const Dataset& ds = job.dataset();
-  const JobSchedule sched = job.set_world_size(options.world_size);
+  const JobSchedule sched =
+      job.set_world_size(options.world_size, options.gradient_accumulation_steps);
+  const int accum = sched.gradient_accumulation_steps;
   const PlanOptions plan_options = job.plan_options(options.world_size);
   const auto plan0 = job.epoch_plan(0);
 
@@ -113,32 +112,17 @@ std::string inspect_job(JobConfig config, const InspectOptions& options) {
   if (!ds.warnings.empty()) out << "\nwarnings: " << ds.warnings.size() << " (logged above)\n";
 
   // Optimizer steps per epoch with gradient accumulation, as kohya:
-  // ceil(batches / gradient_accumulation_steps).
-  std::vector<std::int64_t> batches = sched.epoch_steps;
-  std::vector<std::int64_t> steps;
-  const TrainingSection& t = config.training;
-  std::int64_t total = 0;
-  if (t.max_train_epochs > 0) {
-    for (std::int64_t b : batches) steps.push_back(ceil_div(b, accum));
-    for (std::int64_t s : steps) total += s;
-  } else {
-    total = t.max_train_steps;
-    std::int64_t covered = 0;
-    for (int e = 0; covered < total; ++e) {
-      if (e >= static_cast<int>(batches.size())) {
-        batches.push_back(static_cast<std::int64_t>(
-            build_epoch_plan(ds, plan_options, e).batches.size()));
-      }
-      steps.push_back(ceil_div(batches[e], accum));
-      covered += steps.back();
-    }
-    batches.resize(steps.size());
-  }
+  // ceil(batches / gradient_accumulation_steps); the schedule computed them.
+  const std::vector<std::int64_t>& batches = sched.epoch_batches;
+  const std::vector<std::int64_t>& steps = sched.epoch_steps;
+  const std::int64_t total = sched.max_train_steps;
   out << "\nschedule (world_size " << options.world_size << ", gradient_accumulation_steps "
       << accum << ", reg_selection " << plan_options.reg_selection << "):\n";
   for (std::size_t d = 0; d < ds.datasets.size(); ++d) {
+    const int global = ds.datasets[d].batch_size * options.world_size;
     out << "  dataset " << d + 1 << ": batch size per device " << ds.datasets[d].batch_size
-        << ", global batch " << ds.datasets[d].batch_size * options.world_size << "\n";
+        << ", global batch " << global << ", samples per optimizer step " << global * accum
+        << "\n";
   }
   bool uniform = true;
   for (std::int64_t b : batches) uniform = uniform && b == batches[0];

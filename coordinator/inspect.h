@@ -16,7 +16,7 @@ namespace lf {
 struct InspectOptions {
   int world_size = 1;
   int batch_size = 0;                   // > 0 overrides every dataset's batch_size (per rank)
-  int gradient_accumulation_steps = 1;  // batches per optimizer step (kohya's meaning)
+  int gradient_accumulation_steps = 0;  // > 0 overrides training.gradient_accumulation_steps
   int epochs_listed = 3;                // epochs whose reg selection is listed in full
 };
 

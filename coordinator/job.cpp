@@ -115,21 +115,27 @@ PlanOptions CoordinatorJob::plan_options(int world_size) const {
   return o;
 }
 
-JobSchedule CoordinatorJob::set_world_size(int world_size) {
+JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumulation_steps) {
   if (world_size < 1) {
     throw std::invalid_argument("world_size must be >= 1, got " + std::to_string(world_size));
   }
+  const int accum = gradient_accumulation_steps > 0
+                        ? gradient_accumulation_steps
+                        : config_.training.gradient_accumulation_steps;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (has_schedule_ && schedule_.world_size == world_size) return schedule_;
+    if (has_schedule_ && schedule_.world_size == world_size &&
+        schedule_.gradient_accumulation_steps == accum) {
+      return schedule_;
+    }
   }
   // Built outside the lock: the plans of a large dataset take a moment.
   const PlanOptions options = plan_options(world_size);
   auto plan0 = std::make_shared<const EpochPlan>(build_epoch_plan(dataset_, options, 0));
   JobSchedule s;
   s.world_size = world_size;
-  s.steps_per_epoch = static_cast<int>(plan0->batches.size());
-  if (s.steps_per_epoch <= 0) {
+  s.gradient_accumulation_steps = accum;
+  if (plan0->batches.empty()) {
     throw std::invalid_argument("the dataset gives no training step per epoch (N_train=" +
                                 std::to_string(dataset_.num_train_samples) + ")");
   }
@@ -139,14 +145,18 @@ JobSchedule CoordinatorJob::set_world_size(int world_size) {
   std::vector<bool> reg_used(dataset_.images.size(), false);
   const bool same_every_epoch = options.reg_selection == "first" ||
                                 dataset_.num_reg_samples_raw == 0;
-  auto account = [&](const EpochPlan& plan) {
-    s.epoch_steps.push_back(static_cast<std::int64_t>(plan.batches.size()));
+  auto account = [&](std::int64_t batches) {
+    s.epoch_batches.push_back(batches);
+    s.epoch_steps.push_back((batches + accum - 1) / accum);
+  };
+  auto account_plan = [&](const EpochPlan& plan) {
     for (int i : plan.reg_indices) reg_used[i] = true;
+    account(static_cast<std::int64_t>(plan.batches.size()));
   };
   auto next_epoch = [&](int epoch) {
-    if (epoch == 0) return account(*plan0);
-    if (same_every_epoch) return s.epoch_steps.push_back(s.epoch_steps[0]);
-    account(build_epoch_plan(dataset_, options, epoch));
+    if (epoch == 0) return account_plan(*plan0);
+    if (same_every_epoch) return account(s.epoch_batches[0]);
+    account_plan(build_epoch_plan(dataset_, options, epoch));
   };
   const TrainingSection& t = config_.training;
   if (t.max_train_epochs > 0) {
@@ -170,6 +180,7 @@ JobSchedule CoordinatorJob::set_world_size(int world_size) {
       covered += s.epoch_steps.back();
     }
   }
+  s.steps_per_epoch = static_cast<int>(s.epoch_steps[0]);
   for (const ImageRecord& img : dataset_.images) {
     if (img.is_reg && !reg_used[img.index]) ++s.reg_images_never_used;
   }
@@ -189,7 +200,8 @@ JobSchedule CoordinatorJob::set_world_size(int world_size) {
                                              : std::to_string(min_steps) + ".." +
                                                    std::to_string(max_steps))
                                      << " steps/epoch x " << s.num_epochs << " epochs, "
-                                     << "max_train_steps " << s.max_train_steps);
+                                     << "max_train_steps " << s.max_train_steps
+                                     << ", gradient_accumulation_steps " << accum);
   if (dataset_.num_reg_samples_raw > 0) {
     LF_INFO("regularization (reg_selection " << options.reg_selection << "): epoch 1 uses "
                                              << plan_cache_[0]->reg_images_used << " reg images ("

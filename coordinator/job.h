@@ -20,7 +20,10 @@ namespace lf {
 // in length (reg_selection random/rotate pick reg images from other buckets each epoch).
 struct JobSchedule {
   int world_size = 0;
-  std::vector<std::int64_t> epoch_steps;  // global batches of each epoch's plan
+  int gradient_accumulation_steps = 1;    // global batches per optimizer step
+  std::vector<std::int64_t> epoch_batches;  // global batches of each epoch's plan
+  // Optimizer steps of each epoch: ceil(epoch_batches / gradient_accumulation_steps).
+  std::vector<std::int64_t> epoch_steps;
   int steps_per_epoch = 0;        // epoch_steps[0], for logs and metrics
   int num_epochs = 0;             // max_train_epochs, or epochs until max_train_steps is covered
   std::int64_t max_train_steps = 0;  // sum of epoch_steps when epochs are given
@@ -43,10 +46,11 @@ class CoordinatorJob {
   const Dataset& dataset() const { return dataset_; }
   std::uint64_t shared_seed() const { return config_.training.seed; }
 
-  // Computes the schedule for world_size (builds plan 0) and drops cached plans of any other
-  // world_size. Throws std::invalid_argument when world_size < 1, or when an epoch would hold
+  // Computes the schedule for world_size (builds plan 0, and every epoch's plan when reg
+  // selection changes epoch lengths) with training.gradient_accumulation_steps, or
+  // `gradient_accumulation_steps` when > 0, and drops cached plans of any other world_size. Throws std::invalid_argument when world_size < 1, or when an epoch would hold
   // no step or the step budget is not positive; the job is unchanged then. Thread-safe.
-  JobSchedule set_world_size(int world_size);
+  JobSchedule set_world_size(int world_size, int gradient_accumulation_steps = 0);
   // Forgets the world_size (e.g. the only registration that set it timed out). Thread-safe.
   void clear_world_size();
   // Whether set_world_size succeeded (and was not cleared). Thread-safe.

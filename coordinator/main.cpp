@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
                  "with --inspect: override every dataset's batch_size (per rank)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--gradient-accumulation-steps", inspect_options.gradient_accumulation_steps,
-                 "with --inspect: batches per optimizer step")
+                 "with --inspect: batches per optimizer step (overrides "
+                 "training.gradient_accumulation_steps)")
       ->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);

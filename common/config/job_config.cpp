@@ -308,6 +308,8 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   const auto& t = c.training;
   require(t.train_batch_size >= 1, "training.train_batch_size", "an integer >= 1",
           std::to_string(t.train_batch_size));
+  require(t.gradient_accumulation_steps >= 1, "training.gradient_accumulation_steps",
+          "an integer >= 1", std::to_string(t.gradient_accumulation_steps));
   require(t.learning_rate >= 0, "training.learning_rate", "a number >= 0",
           num(t.learning_rate));
   require(t.lr_scheduler == "constant" || t.lr_scheduler == "constant_with_warmup" ||
@@ -465,6 +467,7 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
         p.string_field("network_weights", &n.network_weights)}},
       {"training",
        {p.u64_field("seed", &t.seed), p.int_field("train_batch_size", &t.train_batch_size),
+        p.int_field("gradient_accumulation_steps", &t.gradient_accumulation_steps),
         p.double_field("learning_rate", &t.learning_rate),
         p.string_field("lr_scheduler", &t.lr_scheduler),
         p.int_field("lr_warmup_steps", &t.lr_warmup_steps),

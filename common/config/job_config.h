@@ -71,6 +71,9 @@ struct NetworkSection {
 struct TrainingSection {
   std::uint64_t seed = 42;
   int train_batch_size = 1;  // per rank, as kohya's train_batch_size is per device
+  // Global batches per optimizer step (kohya/accelerate gradient_accumulation_steps): an epoch
+  // of B batches has ceil(B / steps) optimizer steps, the last one over the remaining batches.
+  int gradient_accumulation_steps = 1;
   double learning_rate = 1e-4;
   std::string lr_scheduler = "cosine";  // constant | constant_with_warmup | linear | cosine
   int lr_warmup_steps = 0;

@@ -298,6 +298,20 @@ TEST_F(CoordinatorTest, ScheduleFromMaxTrainSteps) {
   EXPECT_THROW(job.set_world_size(0), std::invalid_argument);
 }
 
+// kohya: an epoch of B batches has ceil(B / gradient_accumulation_steps) optimizer steps.
+TEST_F(CoordinatorTest, ScheduleWithGradientAccumulation) {
+  CoordinatorJob job(config("  max_train_steps: 1\n  max_train_epochs: 2\n"
+                            "  gradient_accumulation_steps: 4\n"));
+  const JobSchedule s = job.set_world_size(1);
+  const std::int64_t batches = static_cast<std::int64_t>(job.epoch_plan(0)->batches.size());
+  ASSERT_EQ(s.epoch_batches, (std::vector<std::int64_t>{batches, batches}));
+  EXPECT_EQ(s.gradient_accumulation_steps, 4);
+  EXPECT_EQ(s.epoch_steps[0], (batches + 3) / 4);
+  EXPECT_EQ(s.max_train_steps, 2 * ((batches + 3) / 4));
+  // --inspect's override.
+  EXPECT_EQ(job.set_world_size(1, 1).max_train_steps, 2 * batches);
+}
+
 TEST_F(CoordinatorTest, ScheduleFromMaxTrainEpochs) {
   CoordinatorJob job(config("  max_train_steps: 1\n  max_train_epochs: 3\n"));
   const JobSchedule s = job.set_world_size(1);

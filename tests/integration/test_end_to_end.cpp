@@ -303,7 +303,7 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
 
 // Issue 3's data path end to end on 2 ranks: per-sample flip, caption shuffle and tag dropout
 // planned by the coordinator, reg_selection rotate over 9 reg images, latents and text-encoder
-// outputs cached on disk. A run stopped at step 4 and resumed ends byte-identical to a straight
+// outputs cached on disk, two batches per optimizer step. A run stopped at step 4 and resumed ends byte-identical to a straight
 // run, and the resumed half reads its latents back from the disk cache.
 TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   for (const auto& e : fs::directory_iterator(kDemo + "/reg/1_photo")) {
@@ -315,12 +315,23 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
       "  reg_selection: rotate\n  flip_aug: true\n  shuffle_caption: true\n"
       "  keep_tokens: 1\n  caption_tag_dropout_rate: 0.2\n  cache_latents_to_disk: true\n"
       "  cache_text_encoder_outputs_to_disk: true\n";
+  // Two global batches per optimizer step (training.gradient_accumulation_steps).
+  auto with_accumulation = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string y = text.str();
+    y.replace(y.find("  max_train_steps:"), 18, "  gradient_accumulation_steps: 2\n  max_train_steps:");
+    std::ofstream(path) << y;
+    return path;
+  };
   const std::string straight = (dir_ / "straight").string();
-  const std::string cfg_a = write_config("a.yaml", straight, 8, 0, cport, mport, 0, "", data);
+  const std::string cfg_a = with_accumulation(
+      write_config("a.yaml", straight, 8, 0, cport, mport, 0, "", data));
 
   // inspect: no model, the subsets, the bucket table and the steps for a world size.
   RunResult insp = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg_a +
-                       " --inspect --world-size 2 --gradient-accumulation-steps 2");
+                       " --inspect --world-size 2");
   ASSERT_EQ(insp.exit_code, 0) << insp.output;
   EXPECT_NE(insp.output.find("[train] " + (dir_ / "train/2_photo").string() +
                              ": 3 images x 2 repeats = 6 samples"),
@@ -342,7 +353,8 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   EXPECT_EQ(latent_files, (3 + 9) * 2);
 
   const std::string split = (dir_ / "split").string();
-  const std::string cfg_b = write_config("b.yaml", split, 8, 0, cport, mport, 0, "", data);
+  const std::string cfg_b = with_accumulation(
+      write_config("b.yaml", split, 8, 0, cport, mport, 0, "", data));
   RunResult b1 = run_job(cfg_b, cport, 2, "--stop-at-step 4");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
   RunResult b2 = run_job(cfg_b, cport, 2, "--resume " + split);
@@ -354,6 +366,9 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   EXPECT_EQ(meta.at("ss_flip_aug"), "True");
   EXPECT_EQ(meta.at("ss_shuffle_caption"), "True");
   EXPECT_EQ(meta.at("ss_keep_tokens"), "1");
+  EXPECT_EQ(meta.at("ss_gradient_accumulation_steps"), "2");
+  EXPECT_EQ(meta.at("ss_total_batch_size"), "4");  // 1 per rank x 2 ranks x 2 batches
+  EXPECT_EQ(meta.at("ss_steps"), "8");
 }
 
 TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {

@@ -116,7 +116,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_cache_latents"] = "True";
   m["ss_seed"] = std::to_string(tr.seed);
   m["ss_gradient_checkpointing"] = "False";
-  m["ss_gradient_accumulation_steps"] = "1";
+  m["ss_gradient_accumulation_steps"] = std::to_string(tr.gradient_accumulation_steps);
   m["ss_optimizer"] = "torch.optim.adamw.AdamW(weight_decay=" + py_float(tr.adam_weight_decay) +
                       ",betas=(" + py_float(tr.adam_beta1) + ", " + py_float(tr.adam_beta2) +
                       "),eps=" + py_float(tr.adam_epsilon) + ")";
@@ -133,7 +133,9 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   const SubsetConfig& sub = first_dataset.subsets.empty() ? first_dataset.folder_defaults
                                                           : first_dataset.subsets[0];
   m["ss_batch_size_per_device"] = std::to_string(first_dataset.batch_size);
-  m["ss_total_batch_size"] = std::to_string(first_dataset.batch_size * f.world_size);
+  // kohya: train_batch_size * num_processes * gradient_accumulation_steps.
+  m["ss_total_batch_size"] = std::to_string(first_dataset.batch_size * f.world_size *
+                                            tr.gradient_accumulation_steps);
   m["ss_resolution"] = "(" + std::to_string(b.resolution_w) + ", " +
                        std::to_string(b.resolution_h) + ")";
   m["ss_enable_bucket"] = py_bool(b.enable_bucket);

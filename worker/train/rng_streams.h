@@ -1,6 +1,7 @@
 // The job's random streams, each a pure function of the shared seed and a position, so that
 // reruns, resumes and ranks agree without exchanging RNG state:
-//   noise + timesteps  (seed, rank, global_step)  ranks differ, reruns repeat
+//   noise + timesteps  (seed, rank, global_step,   ranks differ, reruns repeat
+//                       micro-batch)
 //   VAE latent noise   the latent cache key       (latent_disk_cache.h latent_noise_seed): the
 //                                                 same image content, bucket, crop and flip give
 //                                                 the same latents on every rank and in every run
@@ -18,9 +19,14 @@ inline std::uint64_t noise_stream_seed(std::uint64_t seed, int rank, std::int64_
   return mix_seed(seed, /*tag=*/1,
                   (static_cast<std::uint64_t>(rank) << 40) ^ static_cast<std::uint64_t>(global_step));
 }
-// The CPU generator that step `global_step` of `rank` draws its noise and timesteps from.
-inline at::Generator make_noise_generator(std::uint64_t seed, int rank, std::int64_t global_step) {
-  return make_cpu_generator(noise_stream_seed(seed, rank, global_step));
+// The CPU generator that micro-batch `micro` (0-based, < gradient_accumulation_steps) of step
+// `global_step` of `rank` draws its noise and timesteps from. Micro-batch 0 is the step's own
+// stream, so a run without gradient accumulation draws exactly what it always did.
+inline at::Generator make_noise_generator(std::uint64_t seed, int rank, std::int64_t global_step,
+                                          std::int64_t micro = 0) {
+  const std::uint64_t s = noise_stream_seed(seed, rank, global_step);
+  return make_cpu_generator(micro == 0 ? s
+                                       : mix_seed(s, /*tag=*/4, static_cast<std::uint64_t>(micro)));
 }
 inline std::uint64_t lora_init_seed(std::uint64_t seed) { return mix_seed(seed, /*tag=*/3, 0); }
 

@@ -138,6 +138,43 @@ TrainState apply_resume_point(ResumePoint point, const JobAssignment& job, int r
   return state;
 }
 
+// This rank's slice of a global batch as model inputs: cached latents (and alpha masks), the
+// text-encoder context of each sample's caption, and the loss weights. nullopt when the slice
+// is empty (the last batch of a bucket may leave some ranks without samples).
+std::optional<StepInputs> local_inputs(const GlobalBatch& batch, int rank, LatentCache& latents,
+                                       TextCache& texts, const Dataset& dataset,
+                                       at::Device device) {
+  const auto [lo, hi] = rank_slice(batch, rank);
+  if (hi <= lo) return std::nullopt;
+  std::vector<at::Tensor> lat, ctx, masks;
+  std::vector<float> weights;
+  bool any_mask = false;
+  for (int i = lo; i < hi; ++i) {
+    const PlanSample& smp = batch.samples[i];
+    LatentCache::Entry e = latents.get(smp.image_index, smp.crop_flip);
+    any_mask = any_mask || e.mask.defined();
+    lat.push_back(e.latents);
+    masks.push_back(e.mask);
+    // A shuffled / dropped-out caption comes with the sample; the base caption is cached.
+    ctx.push_back(smp.has_caption ? texts.encode(smp.caption)
+                                  : texts.get(dataset.images[smp.image_index].caption));
+    weights.push_back(smp.loss_weight);
+  }
+  StepInputs in;
+  in.latents = torch::stack(lat);
+  in.context = torch::stack(ctx);
+  in.loss_weights = torch::tensor(weights).to(device);
+  if (any_mask) {  // alpha_mask samples weight their loss; the others get an all-ones mask
+    for (std::size_t k = 0; k < masks.size(); ++k) {
+      if (!masks[k].defined()) {
+        masks[k] = torch::ones({1, lat[k].size(1), lat[k].size(2)}, lat[k].options());
+      }
+    }
+    in.loss_mask = torch::stack(masks);
+  }
+  return in;
+}
+
 }  // namespace
 
 bool torch_cuda_available() { return torch::cuda::is_available(); }
@@ -317,53 +354,33 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
                        << plan.reg_images_used << " reg images, " << plan.reg_images_unused
                        << " not used this epoch)");
     }
-    for (std::int64_t b = state.step_in_epoch; b < num_batches && state.global_step < stop_at;
-         ++b) {
+    const std::int64_t accum = tr.gradient_accumulation_steps;
+    for (std::int64_t b = state.step_in_epoch; b < num_batches && state.global_step < stop_at;) {
       const auto step_t0 = Clock::now();
-      const GlobalBatch& batch = plan.batches[b];
-      const auto [lo, hi] = rank_slice(batch, rank);
-      const int n_local = hi - lo;
-      const double n_global = static_cast<double>(batch.samples.size());
-
-      // This rank's slice (latents and contexts are cached after first use).
-      const auto data_t0 = Clock::now();
-      std::vector<at::Tensor> lat, ctx, masks;
-      std::vector<float> weights;
-      bool any_mask = false;
-      for (int i = lo; i < hi; ++i) {
-        const PlanSample& smp = batch.samples[i];
-        LatentCache::Entry e = latents.get(smp.image_index, smp.crop_flip);
-        any_mask = any_mask || e.mask.defined();
-        lat.push_back(e.latents);
-        masks.push_back(e.mask);
-        // A shuffled / dropped-out caption comes with the sample; the base caption is cached.
-        ctx.push_back(smp.has_caption ? texts.encode(smp.caption)
-                                      : texts.get(dataset.images[smp.image_index].caption));
-        weights.push_back(smp.loss_weight);
-      }
-      const double data_wait = seconds_since(data_t0) + plan_wait;
-      plan_wait = 0.0;
-
+      // One optimizer step = the next `accum` global batches (fewer at the end of an epoch, as
+      // accelerate steps on the dataloader's last batch). Their gradients are summed locally and
+      // reduced once, weighted so the result is the mean over all their samples (accelerate
+      // divides by accum instead: the same whenever the batches are full).
+      const std::int64_t group_end = std::min(num_batches, b + accum);
+      double n_global = 0.0;
+      for (std::int64_t k = b; k < group_end; ++k) n_global += plan.batches[k].samples.size();
       const double lr = lr_at_step(lr_opts, state.global_step);
       optimizer.zero_grad();
       double local_loss_sum = 0.0;
-      if (n_local > 0) {  // the last batch of a bucket may leave a rank without samples
-        StepInputs in;
-        in.latents = torch::stack(lat);
-        in.context = torch::stack(ctx);
-        in.loss_weights = torch::tensor(weights).to(device);
-        if (any_mask) {  // alpha_mask samples weight their loss; others get an all-ones mask
-          for (std::size_t k = 0; k < masks.size(); ++k) {
-            if (!masks[k].defined()) {
-              masks[k] = torch::ones({1, lat[k].size(1), lat[k].size(2)}, lat[k].options());
-            }
-          }
-          in.loss_mask = torch::stack(masks);
-        }
-        auto gen = make_noise_generator(job.shared_seed, rank, state.global_step);
-        at::Tensor loss_sum = compute_loss_sum(unet, schedule, in, gen);
+      double data_wait = plan_wait;
+      plan_wait = 0.0;
+      int n_local = 0;
+      for (std::int64_t k = b; k < group_end; ++k) {
+        const auto data_t0 = Clock::now();
+        std::optional<StepInputs> in =
+            local_inputs(plan.batches[k], rank, latents, texts, dataset, device);
+        data_wait += seconds_since(data_t0);
+        if (!in) continue;  // the last batch of a bucket may leave a rank without samples
+        n_local += static_cast<int>(in->latents.size(0));
+        auto gen = make_noise_generator(job.shared_seed, rank, state.global_step, k - b);
+        at::Tensor loss_sum = compute_loss_sum(unet, schedule, *in, gen);
         (loss_sum / n_global).backward();
-        local_loss_sum = loss_sum.item<double>();
+        local_loss_sum += loss_sum.item<double>();
       }
       const auto allreduce_t0 = Clock::now();
       const double loss = allreduce_gradients(comm, params, local_loss_sum) / n_global;
@@ -376,10 +393,11 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       if (tr.max_grad_norm > 0) clip_grad_norm(params, tr.max_grad_norm);
       optimizer.step(lr);
       state.global_step += 1;
-      state.step_in_epoch = b + 1;
-      state.samples_in_epoch += static_cast<std::int64_t>(batch.samples.size());
+      state.step_in_epoch = group_end;
+      state.samples_in_epoch += static_cast<std::int64_t>(n_global);
       local_samples_total += n_local;
       result.steps_run += 1;
+      b = group_end;
 
       if (options.verify_sync_every > 0 && state.global_step % options.verify_sync_every == 0) {
         const std::string digest = verify_parameters_in_sync(comm, params);
