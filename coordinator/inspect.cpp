@@ -107,7 +107,7 @@ std::string inspect_job(JobConfig config, const InspectOptions& options) {
 
   if (!ds.bad_images.empty()) {
     out << "\nbad images skipped (on_bad_image: skip): " << ds.bad_images.size() << "\n";
-    for (const BadImage& b : ds.bad_images) out << "  " << b.path << ": " << b.reason << "\n";
+    for (const BadImage& b : ds.bad_images) out << "  " << b.reason << "\n";
   }
   if (!ds.warnings.empty()) out << "\nwarnings: " << ds.warnings.size() << " (logged above)\n";
 

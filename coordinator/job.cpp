@@ -76,11 +76,20 @@ void validate_checkpoint_file(const std::string& path, const std::string& config
 
 CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
     : config_(std::move(config)) {
+  for (const std::string& w : config_.dataset_warnings) LF_WARN("config: " << w);
   if (check_model_files) check_job_files();
   dataset_ = scan_dataset(scan_options_from(config_));
-  for (const std::string& w : config_.dataset_warnings) LF_WARN("config: " << w);
   for (const std::string& w : dataset_.warnings) LF_WARN("dataset: " << w);
   log_dataset_summary(dataset_);
+  if (check_model_files) {
+    // Only once the scan succeeded: a job that fails on its data leaves nothing behind.
+    std::error_code ec;
+    std::filesystem::create_directories(config_.output.output_dir, ec);
+    if (ec) {
+      throw std::runtime_error(config_.source_name + ": output.output_dir: cannot create " +
+                               config_.output.output_dir + " (" + ec.message() + ")");
+    }
+  }
 }
 
 void CoordinatorJob::check_job_files() const {
@@ -92,12 +101,6 @@ void CoordinatorJob::check_job_files() const {
                              "checkpoint)");
   }
   validate_checkpoint_file(ckpt, config_.source_name);
-  std::error_code ec;
-  std::filesystem::create_directories(config_.output.output_dir, ec);
-  if (ec) {
-    throw std::runtime_error(config_.source_name + ": output.output_dir: cannot create " +
-                             config_.output.output_dir + " (" + ec.message() + ")");
-  }
   const std::string& vocab = config_.model.tokenizer_vocab;
   if (!std::filesystem::is_regular_file(vocab)) {
     throw std::runtime_error(config_.source_name + ": model.tokenizer_vocab: " + vocab +

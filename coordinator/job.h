@@ -38,8 +38,8 @@ class CoordinatorJob {
  public:
   // Scans the dataset (decodes every image once; can take seconds for large sets), logs its
   // warnings and a summary. With check_model_files, first checks that the base checkpoint is a
-  // safetensors file and the tokenizer vocabulary exists, and creates output_dir (`inspect`
-  // skips this). Throws DatasetError / std::runtime_error naming the folder, file or option.
+  // safetensors file and the tokenizer vocabulary exists, and after the scan creates output_dir
+  // (`inspect` does neither). Throws DatasetError / std::runtime_error naming the folder, file or option.
   explicit CoordinatorJob(JobConfig config, bool check_model_files = true);
 
   const JobConfig& config() const { return config_; }
@@ -70,7 +70,7 @@ class CoordinatorJob {
   static constexpr std::size_t kPlanCacheSize = 8;
 
  private:
-  // The base checkpoint is a safetensors file, the vocabulary exists, output_dir is creatable.
+  // The base checkpoint is a safetensors file and the vocabulary exists.
   void check_job_files() const;
 
   JobConfig config_;

@@ -31,6 +31,7 @@ void to_proto(const Dataset& dataset, pb::DatasetManifest* out) {
     e->set_num_repeats(image.num_repeats);
     e->set_has_alpha(image.has_alpha);
     e->set_content_sha256(image.content_sha256);
+    e->set_ar_error(image.bucket.ar_error);
   }
   for (const SubsetInfo& s : dataset.subsets) {
     pb::SubsetEntry* e = out->add_subsets();
@@ -112,6 +113,7 @@ Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
     r.num_repeats = e.num_repeats();
     r.has_alpha = e.has_alpha();
     r.content_sha256 = e.content_sha256();
+    r.bucket.ar_error = e.ar_error();
     d.images.push_back(std::move(r));
   }
   for (const pb::SubsetEntry& e : manifest.subsets()) {

@@ -187,6 +187,11 @@ class TomlReader {
                           "file)");
       }
     }
+    if (fs::path(path_).extension() == ".json") {
+      throw ConfigError(path_ + ": JSON dataset configs are not read by lorafleet (kohya accepts "
+                        "them); write the same [general] / [[datasets]] / [[datasets.subsets]] "
+                        "tables as a .toml file");
+    }
     toml::table root;
     try {
       root = toml::parse_file(path_);

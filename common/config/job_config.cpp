@@ -70,6 +70,12 @@ class Parser {
     if (!value.IsScalar() || !YAML::convert<T>::decode(value, out)) {
       fail_key(line, key, "expected " + expected + ", got " + describe(value));
     }
+    // yaml-cpp also converts quoted scalars ('10', "true"); a quoted value is a string, and the
+    // TOML form rejects it too, so the YAML form does as well.
+    if (value.Tag() == "!") {
+      fail_key(line, key, "expected " + expected + ", got the quoted string " + describe(value) +
+                              " (remove the quotes)");
+    }
     return out;
   }
 

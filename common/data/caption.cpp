@@ -4,6 +4,8 @@
 // reproducible across compilers and standard libraries but not equal to kohya's draws.
 #include "common/data/caption.h"
 
+#include <cctype>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -205,7 +207,9 @@ std::string process_caption(const std::string& caption, const CaptionOptions& op
 
   // kohya joins with ", " whatever caption_separator is; we join with the configured separator
   // so a caption written with "|" keeps "|" (and a later split at the separator still works).
-  const std::string joiner = sep + " ";
+  // A separator that already ends in whitespace (" ", ", ") is used as it is.
+  const bool ends_in_space = !sep.empty() && std::isspace(static_cast<unsigned char>(sep.back()));
+  const std::string joiner = ends_in_space ? sep : sep + " ";
   std::string out;
   bool first = true;
   for (const auto* group : {&fixed, &flex, &fixed_suffix}) {

@@ -19,6 +19,7 @@
 
 #include "common/data/caption.h"
 #include "common/io/sha256.h"
+#include "common/text/utf8.h"
 
 namespace lf {
 namespace {
@@ -101,6 +102,7 @@ struct Scanner {
   Dataset ds;
   std::vector<PendingImage> pending;
   std::vector<BucketManager> managers;  // one per dataset
+  std::vector<std::string> same_stem;   // "a.png and a.jpg: ..." over all folders, reported once
 
   // Subsets of a kohya DreamBooth parent folder (form 1): "<n>_<tokens>" sub-folders.
   std::vector<SubsetConfig> folder_subsets(const std::string& dir, bool is_reg,
@@ -120,6 +122,10 @@ struct Scanner {
       if (!fs::is_directory(sub, ec)) {
         ++loose_files;
         continue;
+      }
+      if (find_invalid_utf8(name) != std::string::npos) {
+        throw DatasetError(sub.string() + ": the folder name is not valid UTF-8 (rename it; "
+                           "captions, logs and the job's messages are UTF-8)");
       }
       SubsetConfig s = dc.folder_defaults;
       s.image_dir = sub.string();
@@ -154,7 +160,7 @@ struct Scanner {
   // Lists one subset's images and captions into `pending`.
   void list_subset(SubsetConfig config, int dataset_index) {
     std::error_code ec;
-    const fs::path dir = fs::absolute(config.image_dir).lexically_normal();
+    const fs::path dir = fs::weakly_canonical(fs::absolute(config.image_dir), ec);
     if (!fs::is_directory(dir, ec)) {
       throw DatasetError((config.origin.empty() ? "" : config.origin + ": ") + "image_dir '" +
                          config.image_dir + "': " +
@@ -173,10 +179,9 @@ struct Scanner {
       const std::string stem = file.stem().string();
       auto [it, inserted] = by_stem.emplace(stem, file.string());
       if (!inserted) {
-        throw DatasetError(it->second + " and " + file.string() +
-                           ": two images with the same name stem '" + stem +
-                           "' in one folder (they would share a caption file); rename or "
-                           "remove one");
+        same_stem.push_back(it->second + " and " + file.string() + ": same name stem '" + stem +
+                            "' (they would share a caption file)");
+        continue;
       }
       PendingImage p;
       ImageRecord& rec = p.record;
@@ -185,11 +190,23 @@ struct Scanner {
       rec.subset_index = subset_index;
       rec.is_reg = config.is_reg;
       rec.num_repeats = config.num_repeats;
+      if (find_invalid_utf8(filename) != std::string::npos) {
+        // Paths travel to the workers in protobuf strings, which must be UTF-8.
+        p.error = rec.path + ": the file name is not valid UTF-8 (rename it)";
+        pending.push_back(std::move(p));
+        continue;
+      }
       const std::string caption_path = find_caption_file(file, config.caption_extension);
       if (!caption_path.empty()) {
         bool empty = false;
         int extra_lines = 0;
-        rec.caption = read_caption_file(caption_path, &empty, &extra_lines);
+        try {
+          rec.caption = read_caption_file(caption_path, &empty, &extra_lines);
+        } catch (const DatasetError& e) {  // listed with the bad images, all at once
+          p.error = e.what();
+          pending.push_back(std::move(p));
+          continue;
+        }
         if (empty) {
           ds.warnings.push_back(caption_path + ": caption file is empty; the caption is empty "
                                 "(delete the file to use the class tokens instead)");
@@ -219,6 +236,7 @@ struct Scanner {
     auto work = [&] {
       for (std::size_t i = next++; i < pending.size(); i = next++) {
         PendingImage& p = pending[i];
+        if (!p.error.empty()) continue;  // failed at listing (caption, name)
         ImageRecord& rec = p.record;
         try {
           const std::vector<std::uint8_t> bytes = read_file_bytes(rec.path);
@@ -239,6 +257,14 @@ struct Scanner {
     for (auto& t : pool) t.join();
   }
 
+  std::string same_stem_message() const {
+    std::string msg = std::to_string(same_stem.size()) +
+                      " pair(s) of images share a name stem in one folder; rename or remove one "
+                      "of each:";
+    for (const auto& s : same_stem) msg += "\n  " + s;
+    return msg;
+  }
+
   // Keeps the good images (in listing order), lists or throws for the bad ones, and counts.
   void finish() {
     std::vector<std::string> bad;
@@ -246,10 +272,11 @@ struct Scanner {
       if (!p.error.empty()) {
         // Decoder messages already start with the path; bucket errors do not.
         const std::string& msg = p.error;
-        bad.push_back(msg.compare(0, p.record.path.size(), p.record.path) == 0
-                          ? msg
-                          : p.record.path + ": " + msg);
-        ds.bad_images.push_back({p.record.path, p.error});
+        const std::string full = msg.compare(0, p.record.path.size(), p.record.path) == 0
+                                     ? msg
+                                     : p.record.path + ": " + msg;
+        bad.push_back(full);
+        ds.bad_images.push_back({p.record.path, full});
         continue;
       }
       p.record.index = static_cast<int>(ds.images.size());
@@ -260,10 +287,12 @@ struct Scanner {
         std::string msg = std::to_string(bad.size()) + " image(s) cannot be used:";
         for (const auto& b : bad) msg += "\n  " + b;
         msg += "\nfix or remove them, or set dataset.on_bad_image: skip to train without them";
+        if (!same_stem.empty()) msg += "\n" + same_stem_message();
         throw DatasetError(msg);
       }
       for (const auto& b : bad) ds.warnings.push_back("skipped (on_bad_image: skip): " + b);
     }
+    if (!same_stem.empty()) throw DatasetError(same_stem_message());
     for (const ImageRecord& img : ds.images) {
       SubsetInfo& s = ds.subsets[img.subset_index];
       ++s.image_count;
@@ -291,7 +320,7 @@ Dataset scan_dataset(const ScanOptions& options) {
     throw DatasetError("dataset.on_bad_image '" + options.on_bad_image +
                        "': expected error or skip");
   }
-  Scanner sc{options, {}, {}, {}};
+  Scanner sc{options, {}, {}, {}, {}};
   for (std::size_t d = 0; d < options.datasets.size(); ++d) {
     const DatasetConfig& dc = options.datasets[d];
     const std::string where =
@@ -319,10 +348,12 @@ Dataset scan_dataset(const ScanOptions& options) {
     }
     std::vector<std::string> seen;  // kohya: a repeated image_dir in one dataset is ignored
     for (SubsetConfig& s : subsets) {
-      const std::string dir = fs::absolute(s.image_dir).lexically_normal().string();
+      std::error_code ec;
+      const std::string dir = fs::weakly_canonical(fs::absolute(s.image_dir), ec).string();
       if (std::find(seen.begin(), seen.end(), dir) != seen.end()) {
         sc.ds.warnings.push_back(where + ": image_dir '" + s.image_dir +
-                                 "' is listed twice; the second subset is ignored (as kohya)");
+                                 "' is the folder of an earlier subset; this subset is ignored "
+                                 "(kohya ignores repeated image_dir too)");
         continue;
       }
       seen.push_back(dir);
@@ -332,6 +363,16 @@ Dataset scan_dataset(const ScanOptions& options) {
   sc.decode_all();
   sc.finish();
   Dataset& ds = sc.ds;
+  for (std::size_t d = 0; d < ds.datasets.size(); ++d) {
+    if (ds.datasets[d].num_reg_samples_raw > 0 && ds.datasets[d].num_train_samples == 0 &&
+        ds.num_train_samples > 0) {
+      ds.warnings.push_back(
+          "dataset " + std::to_string(d + 1) +
+          " has regularization images but no training images, so they are never used: reg "
+          "images are balanced against the training images of their own dataset (as kohya); "
+          "put the is_reg subsets in the same dataset as the images they regularize");
+    }
+  }
   if (ds.num_train_samples == 0) {
     std::string dirs;
     for (const SubsetInfo& s : ds.subsets) {
@@ -342,8 +383,17 @@ Dataset scan_dataset(const ScanOptions& options) {
         dirs += (dirs.empty() ? "" : ", ") + dc.train_data_dir;
       }
     }
-    throw DatasetError("no training images found" + (dirs.empty() ? "" : " in " + dirs) + "; " +
-                       kLayoutHint);
+    std::string msg = "no training images found" + (dirs.empty() ? "" : " in " + dirs);
+    if (ds.num_reg_samples_raw > 0) {
+      msg += " (only regularization subsets hold images: is_reg subsets regularize the training "
+             "images of their own dataset)";
+    }
+    msg += "; " + std::string(kLayoutHint);
+    if (!ds.warnings.empty()) {
+      msg += "\nwhat the scan noticed:";
+      for (const std::string& w : ds.warnings) msg += "\n  " + w;
+    }
+    throw DatasetError(msg);
   }
   return std::move(sc.ds);
 }

@@ -59,7 +59,7 @@ struct DatasetInfo {
 
 struct BadImage {
   std::string path;
-  std::string reason;        // the decoder's message
+  std::string reason;        // "<path>: <why>" (decoder, caption or bucket message)
 };
 
 struct Dataset {
@@ -84,9 +84,11 @@ struct ScanOptions {
 // walked in sorted byte order), lists images (png/jpg/jpeg/webp/bmp in any case; hidden and
 // "._*" files ignored; sorted by name), reads captions (caption.h), fully decodes every image once
 // on `threads` threads (so bad files fail here, before any model loads), and assigns buckets.
-// Throws DatasetError naming the folder or files: a missing train/reg folder, no images at all
-// (with a layout hint), bad images (all listed) with on_bad_image "error", a non-UTF-8 caption,
-// two images with the same stem in one folder, an image too small for any bucket.
+// Bad images (undecodable, too large, too small for any bucket, a non-UTF-8 file name or caption
+// file) are all listed in one DatasetError with on_bad_image "error", or dropped with a warning
+// each with "skip". Also throws DatasetError naming the folders or files for: a missing train/reg
+// folder or image_dir, a non-UTF-8 subset folder name, images sharing a stem in one folder (all
+// pairs listed), and no training image at all (with the layout hint and the scan's warnings).
 Dataset scan_dataset(const ScanOptions& options);
 
 }  // namespace lf

@@ -34,7 +34,7 @@ void check_pixels(const std::string& path, int w, int h, std::int64_t max_pixels
     throw DatasetError(path + ": cannot decode image: " + std::to_string(w) + "x" +
                        std::to_string(h) + " = " + std::to_string(n) +
                        " pixels is above the limit of " + std::to_string(max_pixels) +
-                       " pixels (max_pixels; a decompression bomb or an oversized photo)");
+                       " pixels (dataset.max_image_pixels; a decompression bomb or an oversized photo)");
   }
 }
 

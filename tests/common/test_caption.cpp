@@ -335,5 +335,16 @@ TEST(ProcessCaption, DeterministicAndPinned) {
   EXPECT_EQ(process_caption(caption, o, 1, c), "lf ohwx, blue sky, sunset, glasses, beach");
 }
 
+// A separator that already ends in whitespace is re-joined as it is: " " gives single spaces.
+TEST(ProcessCaption, SeparatorEndingInSpaceIsNotDoubled) {
+  CaptionOptions o;
+  o.shuffle_caption = true;
+  o.caption_separator = " ";
+  std::mt19937_64 rng(7);
+  const std::string out = process_caption("a b c", o, 1, rng);
+  EXPECT_EQ(out.size(), 5u) << out;
+  EXPECT_EQ(out.find("  "), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace lf

@@ -402,6 +402,76 @@ TEST(DatasetScanNames, UnicodeNames) {
   EXPECT_EQ(ds.num_train_samples, 2);
 }
 
+// Everything wrong with the data is reported in one go: undecodable files, a caption that is
+// not UTF-8 and a file name that is not UTF-8 are bad images (listed together, or skipped);
+// every pair of same-stem images is listed in one error.
+TEST(DatasetScanBadImages, CaptionsNamesAndStemsAreReportedTogether) {
+  test::TempDir dir("dataset_report_all");
+  const fs::path sub = dir.path() / "2_x";
+  fs::create_directories(sub);
+  for (const char* name : {"a.png", "b.png", "c.png", "d.png"}) {
+    fs::copy_file(kPhotos / "chelsea.png", sub / name);
+  }
+  test::write_text(sub / "b.txt", "ohwx\x92s hat");                      // Windows-1252
+  fs::copy_file(kPhotos / "chelsea.png", sub / "caf\xE9.png");            // Latin-1 name
+  test::write_text(sub / "c.png", "");                                    // zero bytes
+  ScanOptions o = folder_options(dir.str());
+  std::string msg = error_of(o);
+  EXPECT_NE(msg.find("3 image(s) cannot be used"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((sub / "b.txt").string() + ": caption file is not valid UTF-8"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("file name is not valid UTF-8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((sub / "c.png").string() + ": "), std::string::npos) << msg;
+  o.on_bad_image = "skip";
+  const Dataset ds = scan_dataset(o);
+  ASSERT_EQ(ds.images.size(), 2u);  // a.png, d.png
+  EXPECT_EQ(ds.num_train_samples, 4);
+  EXPECT_EQ(ds.bad_images.size(), 3u);
+
+  fs::copy_file(kPhotos / "rocket.jpg", sub / "a.jpg");
+  fs::copy_file(kPhotos / "rocket.jpg", sub / "d.JPEG");
+  msg = error_of(o);
+  EXPECT_NE(msg.find("2 pair(s) of images share a name stem"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((sub / "a.jpg").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find((sub / "d.png").string()), std::string::npos) << msg;
+}
+
+// "No training images" says why: the scan's warnings (here: images lying directly in the
+// folder given as train_data_dir, the usual first mistake) come with the error.
+TEST(DatasetScanNames, NoTrainingImagesErrorCarriesTheWarnings) {
+  test::TempDir dir("dataset_flat");
+  fs::copy_file(kPhotos / "chelsea.png", dir.path() / "a.png");
+  fs::create_directories(dir.path() / "CROP");
+  const std::string msg = error_of(folder_options(dir.str()));
+  EXPECT_NE(msg.find("no training images found"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 file(s) directly in the folder are ignored"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CROP: ignored"), std::string::npos) << msg;
+}
+
+// Reg images in a dataset of their own are never used (kohya balances per dataset): warned.
+TEST(DatasetScanConfig, RegOnlyDatasetIsWarned) {
+  test::TempDir dir("dataset_reg_only");
+  fs::create_directories(dir.path() / "a");
+  fs::create_directories(dir.path() / "r");
+  fs::copy_file(kPhotos / "chelsea.png", dir.path() / "a" / "1.png");
+  fs::copy_file(kPhotos / "camera.png", dir.path() / "r" / "1.png");
+  SubsetConfig train;
+  train.image_dir = dir.str("a");
+  SubsetConfig reg;
+  reg.image_dir = dir.str("r");
+  reg.is_reg = true;
+  DatasetConfig d1, d2;
+  d1.subsets = {train};
+  d2.subsets = {reg};
+  ScanOptions o;
+  o.datasets = {d1, d2};
+  const Dataset ds = scan_dataset(o);
+  EXPECT_TRUE(has_warning(ds, "dataset 2 has regularization images but no training images"));
+  o.datasets = {d2};
+  const std::string msg = error_of(o);
+  EXPECT_NE(msg.find("only regularization subsets hold images"), std::string::npos) << msg;
+}
+
 // Subsets given with image_dir (dataset config forms 2 and 3), two datasets with their own
 // resolution and batch size; a repeated image_dir in one dataset is ignored as in kohya.
 TEST(DatasetScanConfig, ExplicitSubsetsAndTwoDatasets) {
@@ -422,7 +492,9 @@ TEST(DatasetScanConfig, ExplicitSubsetsAndTwoDatasets) {
   reg.num_repeats = 1;
   reg.class_tokens = "cat";
   DatasetConfig d512;
-  d512.subsets = {train, reg, train};
+  SubsetConfig same_folder = train;  // the same folder spelled differently: still a repeat
+  same_folder.image_dir = dir.str("a") + "/./";
+  d512.subsets = {train, reg, same_folder};
   d512.batch_size = 2;
   DatasetConfig d768;
   d768.buckets.resolution_w = d768.buckets.resolution_h = 768;
@@ -437,7 +509,7 @@ TEST(DatasetScanConfig, ExplicitSubsetsAndTwoDatasets) {
   EXPECT_EQ(ds.datasets[1].num_train_samples, 8);
   EXPECT_EQ(ds.num_train_samples, 16);
   ASSERT_EQ(ds.subsets.size(), 3u);
-  EXPECT_TRUE(has_warning(ds, "is listed twice"));
+  EXPECT_TRUE(has_warning(ds, "is the folder of an earlier subset"));
   ASSERT_EQ(ds.images.size(), 5u);
   EXPECT_EQ(ds.images[0].caption, "ohwx cat");
   EXPECT_EQ(ds.images[2].caption, "cat");

@@ -392,7 +392,7 @@ TEST(DecodeImage, MaxPixelsRefusedFromTheHeader) {
   const std::string msg = decode_error(path);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(msg, path + ": cannot decode image: 100000x100000 = 10000000000 pixels is above the "
-                        "limit of 178956970 pixels (max_pixels; a decompression bomb or an "
+                        "limit of 178956970 pixels (dataset.max_image_pixels; a decompression bomb or an "
                         "oversized photo)");
   EXPECT_LT(s, 0.5);
 

@@ -231,6 +231,13 @@ TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
             "job.yaml:6: key 'network.network_dim': expected an integer >= 1, got 0");
   EXPECT_EQ(error_of(m + "training:\n  train_batch_size: 0\n"),
             "job.yaml:6: key 'training.train_batch_size': expected an integer >= 1, got 0");
+  EXPECT_EQ(error_of(m + "training:\n  gradient_accumulation_steps: 0\n"),
+            "job.yaml:6: key 'training.gradient_accumulation_steps': expected an integer >= 1, "
+            "got 0");
+  // A quoted value is a string, in YAML as in TOML.
+  EXPECT_EQ(error_of(m + "training:\n  train_batch_size: '2'\n"),
+            "job.yaml:6: key 'training.train_batch_size': expected an integer, got the quoted "
+            "string '2' (remove the quotes)");
   EXPECT_EQ(error_of(m + "training:\n  lr_scheduler: exponential\n"),
             "job.yaml:6: key 'training.lr_scheduler': expected one of: constant, "
             "constant_with_warmup, linear, cosine, got 'exponential'");

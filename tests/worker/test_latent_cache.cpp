@@ -189,5 +189,52 @@ TEST(LatentCache, AlphaMaskIsTheAreaAveragedAlpha) {
   EXPECT_NEAR(e.latents[0][5][7].item<float>(), 200 / 127.5 - 1, 1e-5);
 }
 
+// Random crops change every epoch: encoded each time, never written to the disk cache.
+TEST(LatentCache, RandomCropsAreNotWrittenToDisk) {
+  test::TempDir dir("latent_cache_random_crop");
+  fs::create_directories(dir.path() / "data/1_x");
+  std::vector<std::uint16_t> s;
+  for (int i = 0; i < 640 * 512 * 3; ++i) s.push_back(static_cast<std::uint16_t>(i % 251));
+  test::write_png(dir.str("data/1_x/wide.png"), 640, 512, 2, 8, s);
+  const Dataset ds = scan(dir.path() / "data");
+  // 640x512 goes to bucket 576x448 resized 576x461: 13 rows to crop.
+  const BucketSelection& sel = ds.images[0].bucket;
+  ASSERT_EQ(sel.resized_height - sel.bucket.height, 13);
+  LatentCache::Options o;
+  o.disk_dir = dir.str("cache");
+  o.vae_identity = "pool8";
+  LatentCache cache(ds, o, pool_encoder);
+  const CropFlip top{0, 0, false};
+  const CropFlip bottom{0, 13, false};
+  EXPECT_FALSE(torch::equal(cache.get(0, top).latents, cache.get(0, bottom).latents));
+  EXPECT_EQ(count_files(o.disk_dir), 0);
+  cache.get(0, {});  // the centre crop is cached
+  EXPECT_EQ(count_files(o.disk_dir), 1);
+}
+
+// Bytes that no longer match the scan's hash are never encoded under the scan's key.
+TEST(LatentCache, ImageChangedSinceTheScanIsRefused) {
+  test::TempDir dir("latent_cache_changed");
+  fs::create_directories(dir.path() / "data/1_x");
+  const fs::path image = dir.path() / "data/1_x/a.png";
+  write_image(image, 6);
+  const Dataset ds = scan(dir.path() / "data");
+  write_image(image, 7);
+  LatentCache::Options o;
+  o.disk_dir = dir.str("cache");
+  o.vae_identity = "pool8";
+  LatentCache cache(ds, o, pool_encoder);
+  try {
+    cache.get(0, {});
+    FAIL() << "latents of changed bytes were encoded";
+  } catch (const DatasetError& e) {
+    EXPECT_NE(std::string(e.what()).find(image.string() + ": the file changed after the dataset "
+                                                          "was scanned"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(count_files(o.disk_dir), 0);
+}
+
 }  // namespace
 }  // namespace lf

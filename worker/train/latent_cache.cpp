@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common/image/decoded_image.h"
+#include "common/io/sha256.h"
 #include "common/util/log.h"
 #include "worker/train/latent_disk_cache.h"
 
@@ -28,7 +29,15 @@ std::pair<at::Tensor, at::Tensor> LatentCache::image_tensors(const ImageRecord& 
                                                              bool alpha_mask) {
   DecodeOptions decode;
   decode.keep_alpha = alpha_mask;
-  const DecodedImage full = decode_image_file(record.path, decode);
+  const std::vector<std::uint8_t> bytes = read_file_bytes(record.path);
+  // The cache key holds the scan's content hash: latents of other bytes must never be stored
+  // (or trained on) under it.
+  if (!record.content_sha256.empty() &&
+      sha256_hex(bytes.data(), bytes.size()) != record.content_sha256) {
+    throw DatasetError(record.path + ": the file changed after the dataset was scanned; "
+                       "restart the job so the coordinator rescans it");
+  }
+  const DecodedImage full = decode_image(record.path, bytes, decode);
   if (full.width != record.width || full.height != record.height) {
     throw DatasetError(record.path + ": the image is now " + std::to_string(full.width) + "x" +
                        std::to_string(full.height) + ", it was " + std::to_string(record.width) +
@@ -88,7 +97,9 @@ LatentCache::Entry LatentCache::encode_entry(const ImageRecord& record, const Cr
   *from_disk = false;
   const bool alpha = alpha_mask_of(record);
   const LatentCacheKey key = key_for(record, cf);
-  if (disk_) {
+  // A random crop changes every epoch: such entries would only fill the disk (see header).
+  const bool use_disk = disk_ && cf.crop_left < 0 && cf.crop_top < 0;
+  if (use_disk) {
     std::string stale_reason;
     if (auto hit = disk_->load(key, record.path, &stale_reason)) {
       *from_disk = true;
@@ -101,7 +112,7 @@ LatentCache::Entry LatentCache::encode_entry(const ImageRecord& record, const Cr
   auto [pixels, alpha_u8] = image_tensors(record, cf, alpha);
   at::Tensor latents =
       encode_(pixels.to(options_.device), latent_noise_seed(key)).squeeze(0).detach();
-  if (disk_) {
+  if (use_disk) {
     LatentEntry entry;
     entry.latents = latents.to(at::kCPU).contiguous();
     entry.alpha_mask = alpha_u8;
