@@ -141,7 +141,7 @@ std::string inspect_job(JobConfig config, const InspectOptions& options) {
   if (ds.num_reg_samples_raw > 0) {
     out << "  regularization: epoch 1 uses " << plan0->reg_images_used << " reg images, "
         << plan0->reg_images_unused << " unused in epoch 1, " << sched.reg_images_never_used
-        << " never used in the job\n";
+        << " in none of the " << sched.num_epochs << " epoch plans\n";
     const int listed = std::min<int>(options.epochs_listed, sched.num_epochs);
     for (int e = 0; e < listed; ++e) {
       const auto plan = job.epoch_plan(e);

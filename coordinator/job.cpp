@@ -132,6 +132,19 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
       return schedule_;
     }
   }
+  // A plan holds every sample of its epoch (as kohya's bucket lists do): refuse sizes that
+  // would exhaust memory with a message rather than die in std::bad_alloc.
+  std::int64_t samples_per_epoch = 0;
+  for (const DatasetInfo& d : dataset_.datasets) {
+    samples_per_epoch += d.num_train_samples * (d.num_reg_samples_raw > 0 ? 2 : 1);
+  }
+  if (samples_per_epoch > kMaxSamplesPerEpoch) {
+    throw std::invalid_argument(
+        "an epoch would hold " + std::to_string(samples_per_epoch) +
+        " samples (images x num_repeats, plus as many regularization samples), more than the " +
+        std::to_string(kMaxSamplesPerEpoch) + " lorafleet plans per epoch; lower num_repeats "
+        "(max_train_steps, not the epoch length, sets how long training runs)");
+  }
   // Built outside the lock: the plans of a large dataset take a moment.
   const PlanOptions options = plan_options(world_size);
   auto plan0 = std::make_shared<const EpochPlan>(build_epoch_plan(dataset_, options, 0));
@@ -210,7 +223,8 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
                                              << plan_cache_[0]->reg_images_used << " reg images ("
                                              << plan_cache_[0]->reg_indices.size()
                                              << " samples); " << s.reg_images_never_used
-                                             << " reg images are never used in this job");
+                                             << " reg images are in none of the job's "
+                                             << s.num_epochs << " epoch plans");
   }
   return s;
 }

@@ -27,7 +27,8 @@ struct JobSchedule {
   int steps_per_epoch = 0;        // epoch_steps[0], for logs and metrics
   int num_epochs = 0;             // max_train_epochs, or epochs until max_train_steps is covered
   std::int64_t max_train_steps = 0;  // sum of epoch_steps when epochs are given
-  // Regularization images never used in any epoch of the job (reg_selection decides).
+  // Regularization images in none of the job's epoch plans (reg_selection decides; the last
+  // epoch may be cut short by max_train_steps, so this is a lower bound on unused images).
   int reg_images_never_used = 0;
 };
 
@@ -48,8 +49,10 @@ class CoordinatorJob {
 
   // Computes the schedule for world_size (builds plan 0, and every epoch's plan when reg
   // selection changes epoch lengths) with training.gradient_accumulation_steps, or
-  // `gradient_accumulation_steps` when > 0, and drops cached plans of any other world_size. Throws std::invalid_argument when world_size < 1, or when an epoch would hold
-  // no step or the step budget is not positive; the job is unchanged then. Thread-safe.
+  // `gradient_accumulation_steps` when > 0, and drops cached plans of any other world_size.
+  // Throws std::invalid_argument when world_size < 1, when an epoch would hold no step or more
+  // than kMaxSamplesPerEpoch samples, or the step budget is not positive; the job is unchanged
+  // then. Thread-safe.
   JobSchedule set_world_size(int world_size, int gradient_accumulation_steps = 0);
   // Forgets the world_size (e.g. the only registration that set it timed out). Thread-safe.
   void clear_world_size();
@@ -68,6 +71,8 @@ class CoordinatorJob {
 
   // Plans kept in the cache; the oldest epochs are evicted beyond this (rebuilt on demand).
   static constexpr std::size_t kPlanCacheSize = 8;
+  // Largest epoch (samples, reg included) set_world_size accepts: a plan costs ~60 bytes/sample.
+  static constexpr std::int64_t kMaxSamplesPerEpoch = 50'000'000;
 
  private:
   // The base checkpoint is a safetensors file and the vocabulary exists.

@@ -312,6 +312,27 @@ TEST_F(CoordinatorTest, ScheduleWithGradientAccumulation) {
   EXPECT_EQ(job.set_world_size(1, 1).max_train_steps, 2 * batches);
 }
 
+// A plan holds every sample of its epoch: an absurd num_repeats is refused with a message,
+// not a std::bad_alloc.
+TEST_F(CoordinatorTest, HugeEpochIsRefusedWithAMessage) {
+  const fs::path dir = *root_ / "huge" / "60000000_x";
+  fs::create_directories(dir);
+  fs::copy_file(*root_ / "train" / "2_photo" / "astronaut.png", dir / "a.png",
+                fs::copy_options::overwrite_existing);
+  std::string y = yaml();
+  y.replace(y.find((*root_ / "train").string()), (*root_ / "train").string().size(),
+            (*root_ / "huge").string());
+  CoordinatorJob job(parse_job_config(y, "test.yaml"));
+  EXPECT_EQ(job.dataset().num_train_samples, 60000000);
+  try {
+    job.set_world_size(1);
+    FAIL() << "a 60M-sample epoch was planned";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lower num_repeats"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(job.has_schedule());
+}
+
 TEST_F(CoordinatorTest, ScheduleFromMaxTrainEpochs) {
   CoordinatorJob job(config("  max_train_steps: 1\n  max_train_epochs: 3\n"));
   const JobSchedule s = job.set_world_size(1);
