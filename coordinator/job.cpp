@@ -13,6 +13,7 @@
 #include "common/io/pickle_sniff.h"
 #include "common/io/safetensors.h"
 #include "common/util/log.h"
+#include "proto/proto_convert.h"
 
 namespace lf {
 
@@ -135,8 +136,16 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
   // A plan holds every sample of its epoch (as kohya's bucket lists do): refuse sizes that
   // would exhaust memory with a message rather than die in std::bad_alloc.
   std::int64_t samples_per_epoch = 0;
-  for (const DatasetInfo& d : dataset_.datasets) {
-    samples_per_epoch += d.num_train_samples * (d.num_reg_samples_raw > 0 ? 2 : 1);
+  for (std::size_t d = 0; d < dataset_.datasets.size(); ++d) {
+    const DatasetInfo& info = dataset_.datasets[d];
+    samples_per_epoch += info.num_train_samples;
+    if (info.num_reg_samples_raw == 0) continue;
+    if (config_.dataset.reg_selection == "first") {
+      // kohya's first pass gives each reg image all its repeats: it can overshoot N_train.
+      for (int r : kohya_reg_repeats(dataset_, static_cast<int>(d))) samples_per_epoch += r;
+    } else {
+      samples_per_epoch += info.num_train_samples;
+    }
   }
   if (samples_per_epoch > kMaxSamplesPerEpoch) {
     throw std::invalid_argument(
@@ -148,6 +157,19 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
   // Built outside the lock: the plans of a large dataset take a moment.
   const PlanOptions options = plan_options(world_size);
   auto plan0 = std::make_shared<const EpochPlan>(build_epoch_plan(dataset_, options, 0));
+  {
+    // Every rank fetches each plan in one message: it must fit the workers' receive limit
+    // (with room for epochs whose random captions or reg choice make them a little larger).
+    lorafleet::v1::EpochPlan message;
+    to_proto(*plan0, &message);
+    const std::size_t bytes = message.ByteSizeLong();
+    if (bytes > kMaxPlanMessageBytes / 10 * 9) {
+      throw std::invalid_argument(
+          "the plan of epoch 1 is " + std::to_string(bytes) + " bytes, above the " +
+          std::to_string(kMaxPlanMessageBytes / 10 * 9) +
+          " bytes a worker accepts; lower num_repeats or the number of images per job");
+    }
+  }
   JobSchedule s;
   s.world_size = world_size;
   s.gradient_accumulation_steps = accum;

@@ -9,6 +9,10 @@
 
 namespace lf {
 
+// Largest DatasetManifest / EpochPlan message a worker accepts (its gRPC receive limit, bytes).
+// The coordinator refuses, at start-up, an epoch plan that would not fit.
+constexpr int kMaxPlanMessageBytes = 256 * 1024 * 1024;
+
 // Fills `out` (cleared first) with every image of `dataset` (bucket, resize target, content
 // hash), the subsets' data options, the datasets' bucket options and batch sizes, and the sample
 // counts. Pure; never throws except std::bad_alloc.

@@ -140,8 +140,15 @@ void resolve_options(const Chain& c, const DatasetConfig& defaults, DatasetConfi
 
   c.require(b.resolution_w >= 1 && b.resolution_h >= 1, "resolution", "sizes >= 1",
             std::to_string(b.resolution_w) + "x" + std::to_string(b.resolution_h));
-  c.require(b.bucket_reso_steps >= 1, "bucket_reso_steps", "an integer >= 1",
-            std::to_string(b.bucket_reso_steps));
+  // Bucket sides become latent sides / 8 (the VAE's factor), so they must be multiples of 8
+  // (kohya asks 64 for SD 1/2 and 32 for SDXL).
+  c.require(b.bucket_reso_steps >= 8 && b.bucket_reso_steps % 8 == 0, "bucket_reso_steps",
+            "a multiple of 8 (64 for SD 1.x/2.x, as kohya)", std::to_string(b.bucket_reso_steps));
+  if (!b.enable_bucket) {
+    c.require(b.resolution_w % 8 == 0 && b.resolution_h % 8 == 0, "resolution",
+              "sides that are multiples of 8 when enable_bucket is false",
+              std::to_string(b.resolution_w) + "x" + std::to_string(b.resolution_h));
+  }
   c.require(b.min_bucket_reso >= 1, "min_bucket_reso", "an integer >= 1",
             std::to_string(b.min_bucket_reso));
   c.require(b.max_bucket_reso >= b.min_bucket_reso, "max_bucket_reso",

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <random>
+#include <system_error>
 #include <thread>
 
 #include "common/data/caption.h"
@@ -25,6 +27,9 @@ namespace lf {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Decode threads of the scan at most (each holds one decoded image).
+constexpr int kMaxScanThreads = 32;
 
 const char* const kLayoutHint =
     "expected the kohya DreamBooth layout <train_data_dir>/<num_repeats>_<class tokens>/<image>"
@@ -221,6 +226,12 @@ struct Scanner {
                                 ") and no class_tokens; the caption is empty");
         }
       }
+      if (!config.caption.is_random()) {
+        // A fixed prefix/suffix is part of every epoch's caption: put it in the base caption
+        // now, so workers cache its text-encoder output (random captions get it when planned).
+        std::mt19937_64 unused_rng(0);
+        rec.caption = process_caption(rec.caption, config.caption, 1, unused_rng);
+      }
       pending.push_back(std::move(p));
     }
     info.config = std::move(config);
@@ -231,7 +242,8 @@ struct Scanner {
   void decode_all() {
     int threads = options.threads > 0 ? options.threads
                                       : static_cast<int>(std::thread::hardware_concurrency());
-    threads = std::max(1, std::min<int>(threads, static_cast<int>(pending.size())));
+    // Each thread holds one decoded image at a time (up to max_image_pixels * 3 bytes).
+    threads = std::max(1, std::min({threads, kMaxScanThreads, static_cast<int>(pending.size())}));
     std::atomic<std::size_t> next{0};
     auto work = [&] {
       for (std::size_t i = next++; i < pending.size(); i = next++) {
@@ -241,10 +253,12 @@ struct Scanner {
         try {
           const std::vector<std::uint8_t> bytes = read_file_bytes(rec.path);
           rec.content_sha256 = sha256_hex(bytes.data(), bytes.size());
-          const DecodedImage img = decode_image(rec.path, bytes, options.decode);
+          DecodeOptions decode = options.decode;
+          decode.keep_alpha = false;  // only whether there is alpha matters here
+          const DecodedImage img = decode_image(rec.path, bytes, decode);
           rec.width = img.width;
           rec.height = img.height;
-          rec.has_alpha = img.has_alpha();
+          rec.has_alpha = img.source_has_alpha;
           rec.bucket = managers[rec.dataset_index].select(rec.width, rec.height);
         } catch (const std::exception& e) {
           p.error = e.what();
@@ -252,7 +266,11 @@ struct Scanner {
       }
     };
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    try {
+      for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      // Fewer threads than asked (a process limit): the ones started and this one finish it.
+    }
     work();
     for (auto& t : pool) t.join();
   }

@@ -27,7 +27,10 @@ class DatasetError : public std::runtime_error {
 struct ImageRecord {
   int index = 0;             // position in Dataset::images (dataset, subset, file order)
   std::string path;          // absolute path
-  std::string caption;       // caption file's first line, or the subset's class tokens
+  // Caption file's first line, or the subset's class tokens; with the subset's fixed
+  // caption_prefix/suffix already joined unless its captions are random (then the epoch plan
+  // processes them per sample).
+  std::string caption;
   int dataset_index = 0;     // into Dataset::datasets
   int subset_index = 0;      // into Dataset::subsets
   bool is_reg = false;

@@ -186,7 +186,7 @@ void draw_sample(const Dataset& dataset, int epoch, std::uint64_t stream_seed, P
   const SubsetConfig& cfg = dataset.subsets[img.subset_index].config;
   const CaptionOptions& co = cfg.caption;
   const bool plan_caption =
-      co.is_random() || !co.caption_prefix.empty() || !co.caption_suffix.empty();
+      co.is_random();  // fixed prefixes/suffixes are already in the scanned caption
   if (!cfg.random_crop && !cfg.flip_aug && !plan_caption) return;
   std::mt19937_64 rng(stream_seed);
   if (cfg.random_crop) {

@@ -199,7 +199,10 @@ DecodedImage decode_image(const std::string& path, const std::vector<std::uint8_
       break;
     }
     case 2:
-    case 4: split_alpha(img, out, options.keep_alpha); break;
+    case 4:
+      out.source_has_alpha = true;
+      split_alpha(img, out, options.keep_alpha);
+      break;
     default:
       fail(path, std::to_string(img.channels()) + " channels (expected grey, RGB or RGBA)");
   }

@@ -24,6 +24,7 @@ struct DecodedImage {
   std::vector<std::uint8_t> rgb_straight;  // colour before compositing, only when alpha exists
   std::vector<std::uint8_t> alpha;   // width*height, 255 = opaque; empty when no alpha channel
   int exif_orientation = 1;          // 1..8 as found in the file (1 when absent)
+  bool source_has_alpha = false;     // the file has alpha (set even when keep_alpha is false)
   bool has_alpha() const { return !alpha.empty(); }
 };
 

@@ -258,7 +258,15 @@ TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
   EXPECT_EQ(error_of(m + "  batch_size: 0\n"),
             "job.yaml:5: key 'dataset.batch_size': expected an integer >= 1, got 0");
   EXPECT_EQ(error_of(m + "  bucket_reso_steps: 0\n"),
-            "job.yaml:5: key 'dataset.bucket_reso_steps': expected an integer >= 1, got 0");
+            "job.yaml:5: key 'dataset.bucket_reso_steps': expected a multiple of 8 (64 for SD "
+            "1.x/2.x, as kohya), got 0");
+  // Bucket sides become latent sides / 8.
+  EXPECT_EQ(error_of(m + "  bucket_reso_steps: 60\n"),
+            "job.yaml:5: key 'dataset.bucket_reso_steps': expected a multiple of 8 (64 for SD "
+            "1.x/2.x, as kohya), got 60");
+  EXPECT_EQ(error_of(m + "  enable_bucket: false\n  resolution: 500\n"),
+            "job.yaml:6: key 'dataset.resolution': expected sides that are multiples of 8 when "
+            "enable_bucket is false, got 500x500");
   EXPECT_EQ(error_of(m + "training:\n  max_train_steps: 0\n"),
             "job.yaml:6: key 'training.max_train_steps': expected an integer >= 1 (or "
             "max_train_epochs > 0), got 0");

@@ -345,7 +345,7 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
 
   RunResult a = run_job(cfg_a, cport, 2, "");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  // 5 images x 2 flips (train) + 9 reg x 2 flips: every entry encoded once, by one rank.
+  // 3 train images x 2 flips + 9 reg x 2 flips: every entry encoded once, by one rank.
   int latent_files = 0;
   for (const auto& e : fs::recursive_directory_iterator(straight + "/cache/latents")) {
     latent_files += e.path().extension() == ".safetensors" ? 1 : 0;
@@ -357,9 +357,21 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
       write_config("b.yaml", split, 8, 0, cport, mport, 0, "", data));
   RunResult b1 = run_job(cfg_b, cport, 2, "--stop-at-step 4");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  // Resuming with another grouping of batches would change the schedule: refused.
+  const std::string cfg_c = write_config("c.yaml", split, 8, 0, cport, mport, 0, "", data);
+  RunResult regrouped = run_job(cfg_c, cport, 2, "--resume " + split);
+  EXPECT_NE(regrouped.exit_code, 0);
+  EXPECT_NE(regrouped.output.find("training.gradient_accumulation_steps 2, the job has 1"),
+            std::string::npos) << regrouped.output;
   RunResult b2 = run_job(cfg_b, cport, 2, "--resume " + split);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
-  EXPECT_NE(b2.output.find("0 encoded by this rank"), std::string::npos) << b2.output;
+  // Both ranks read every latent from the disk cache written by the first half.
+  std::size_t reused_lines = 0;
+  for (std::size_t at = b2.output.find(": 0 encoded by this rank"); at != std::string::npos;
+       at = b2.output.find(": 0 encoded by this rank", at + 1)) {
+    ++reused_lines;
+  }
+  EXPECT_EQ(reused_lines, 2u) << b2.output;
 
   expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
   const auto meta = lf::load_safetensors(split + "/e2e.safetensors").metadata;

@@ -47,6 +47,9 @@ TEST_F(CheckpointDirs, TrainStateRoundTrip) {
   s.world_size = 4;
   s.session_id = 99;
   s.training_started_at = 1764450000.125;
+  s.reg_cursor = {10, 0};
+  s.gradient_accumulation_steps = 3;
+  s.batch_sizes = {2, 1};
   s.optimizer = {{"a.exp_avg", torch::arange(6, torch::kFloat)}, {"step", torch::tensor(12.0)}};
   save_train_state(root_.string(), s);
   const TrainState t = load_train_state(root_.string());
@@ -58,6 +61,9 @@ TEST_F(CheckpointDirs, TrainStateRoundTrip) {
   EXPECT_EQ(t.world_size, 4);
   EXPECT_EQ(t.session_id, 99);
   EXPECT_DOUBLE_EQ(t.training_started_at, 1764450000.125);
+  EXPECT_EQ(t.reg_cursor, (std::vector<std::int64_t>{10, 0}));
+  EXPECT_EQ(t.gradient_accumulation_steps, 3);
+  EXPECT_EQ(t.batch_sizes, (std::vector<std::int64_t>{2, 1}));
   ASSERT_EQ(t.optimizer.size(), 2u);
   EXPECT_TRUE(torch::equal(t.optimizer.at("a.exp_avg"), torch::arange(6, torch::kFloat)));
 }

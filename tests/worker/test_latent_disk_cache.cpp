@@ -375,12 +375,14 @@ TEST_F(LatentDiskCacheTest, ConcurrentStoresOfOneKeyNeverExposeATornFile) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&] {
-      for (int i = 0; i < 25; ++i) cache.store(k, e);
+      // Keep writing until the reader has loaded the entry a few times while writes go on.
+      for (int i = 0; (i < 25 || seen.load() < 10) && i < 100000; ++i) cache.store(k, e);
     });
   }
   for (auto& t : writers) t.join();
   done = true;
   reader.join();
+  EXPECT_GE(seen, 10);
   EXPECT_EQ(bad, 0);
   const auto got = cache.load(k, "img");
   ASSERT_TRUE(got.has_value());

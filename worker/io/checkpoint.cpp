@@ -74,6 +74,35 @@ std::string resolve_checkpoint(const std::string& path) {
   return fs::absolute(found.back()).string();
 }
 
+namespace {
+
+std::string join_ints(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (std::int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
+// A comma-separated list of integers under kStatePrefix + key; empty when absent (checkpoints
+// written before the key existed). Throws std::runtime_error naming the file when malformed.
+std::vector<std::int64_t> optional_ints(const std::map<std::string, std::string>& meta,
+                                        const std::string& key, const std::string& file) {
+  std::vector<std::int64_t> out;
+  auto it = meta.find(std::string(kStatePrefix) + key);
+  if (it == meta.end() || it->second.empty()) return out;
+  std::stringstream list(it->second);
+  for (std::string item; std::getline(list, item, ',');) {
+    try {
+      out.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      throw std::runtime_error(file + ": " + key + " '" + it->second +
+                               "' is not a comma-separated list of integers");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void save_train_state(const std::string& dir, const TrainState& s) {
   std::map<std::string, std::string> meta;
   auto put = [&](const std::string& k, const std::string& v) { meta[kStatePrefix + k] = v; };
@@ -85,9 +114,9 @@ void save_train_state(const std::string& dir, const TrainState& s) {
   put("shared_seed", std::to_string(s.shared_seed));
   put("world_size", std::to_string(s.world_size));
   put("session_id", std::to_string(s.session_id));
-  std::string cursor;
-  for (std::int64_t c : s.reg_cursor) cursor += (cursor.empty() ? "" : ",") + std::to_string(c);
-  put("reg_cursor", cursor);
+  put("reg_cursor", join_ints(s.reg_cursor));
+  put("gradient_accumulation_steps", std::to_string(s.gradient_accumulation_steps));
+  put("batch_sizes", join_ints(s.batch_sizes));
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", s.training_started_at);
   put("training_started_at", buf);
@@ -112,18 +141,10 @@ TrainState load_train_state(const std::string& dir) {
   s.world_size = static_cast<int>(meta_int(m, "world_size", file));
   s.session_id = meta_int(m, "session_id", file);
   s.training_started_at = std::stod(m.at(std::string(kStatePrefix) + "training_started_at"));
-  auto cursor = m.find(std::string(kStatePrefix) + "reg_cursor");
-  if (cursor != m.end() && !cursor->second.empty()) {
-    std::stringstream list(cursor->second);
-    for (std::string item; std::getline(list, item, ',');) {
-      try {
-        s.reg_cursor.push_back(std::stoll(item));
-      } catch (const std::exception&) {
-        throw std::runtime_error(file + ": reg_cursor '" + cursor->second +
-                                 "' is not a comma-separated list of integers");
-      }
-    }
-  }
+  s.reg_cursor = optional_ints(m, "reg_cursor", file);
+  s.batch_sizes = optional_ints(m, "batch_sizes", file);
+  const std::vector<std::int64_t> accum = optional_ints(m, "gradient_accumulation_steps", file);
+  s.gradient_accumulation_steps = accum.empty() ? 0 : static_cast<int>(accum[0]);
   for (auto& [k, v] : loaded.tensors) s.optimizer.emplace(k, v);
   return s;
 }

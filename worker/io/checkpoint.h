@@ -30,6 +30,10 @@ struct TrainState {
   // (EpochPlan::reg_cursor_begin). The plan derives it from the epoch; a resume checks that the
   // plan it is served continues exactly there. Empty in checkpoints without it.
   std::vector<std::int64_t> reg_cursor;
+  // How global batches were grouped: a resume with other values would regroup the rest of the
+  // epoch and change the schedule, so it is refused. 0 / empty in checkpoints without them.
+  int gradient_accumulation_steps = 0;
+  std::vector<std::int64_t> batch_sizes;  // per dataset, per rank
   std::map<std::string, at::Tensor> optimizer;  // LoRAOptimizer::state_dict()
 };
 

@@ -77,7 +77,7 @@ struct CoordinatorClient::Impl {
 CoordinatorClient::CoordinatorClient(const std::string& address)
     : impl_(std::make_unique<Impl>()), address_(address) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 * 1024 * 1024);  // plans of large datasets
+  args.SetMaxReceiveMessageSize(kMaxPlanMessageBytes);  // plans of large datasets
   impl_->channel =
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   impl_->stub = pb::Coordinator::NewStub(impl_->channel);

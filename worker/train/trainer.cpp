@@ -91,8 +91,15 @@ struct ResumePoint {
   TrainState state;
 };
 
+// The per-dataset batch sizes of this job, as the checkpoint records them.
+std::vector<std::int64_t> batch_sizes_of(const JobConfig& config) {
+  std::vector<std::int64_t> out;
+  for (const DatasetConfig& d : config.datasets) out.push_back(d.batch_size);
+  return out;
+}
+
 ResumePoint open_resume_point(const std::string& resume, const JobAssignment& job,
-                              int world_size) {
+                              const JobConfig& config, int world_size) {
   ResumePoint point;
   point.dir = resolve_checkpoint(resume);
   point.state = load_train_state(point.dir);
@@ -107,6 +114,19 @@ ResumePoint open_resume_point(const std::string& resume, const JobAssignment& jo
                              std::to_string(s.world_size) + " ranks, this run has " +
                              std::to_string(world_size) +
                              " (resuming on a different world size is not supported yet)");
+  }
+  // Older checkpoints lack these (0 / empty): nothing to compare then.
+  if (s.gradient_accumulation_steps != 0 &&
+      s.gradient_accumulation_steps != config.training.gradient_accumulation_steps) {
+    throw std::runtime_error(point.dir + ": checkpoint was trained with "
+                             "training.gradient_accumulation_steps " +
+                             std::to_string(s.gradient_accumulation_steps) + ", the job has " +
+                             std::to_string(config.training.gradient_accumulation_steps) +
+                             " (changing it would regroup the epoch and change the schedule)");
+  }
+  if (!s.batch_sizes.empty() && s.batch_sizes != batch_sizes_of(config)) {
+    throw std::runtime_error(point.dir + ": checkpoint was trained with other per-dataset batch "
+                             "sizes than the job's (changing them would change the epoch plan)");
   }
   return point;
 }
@@ -200,7 +220,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   if (options.resume.empty()) {
     refuse_existing_checkpoints(out_dir);
   } else {
-    resume_point = open_resume_point(options.resume, job, world_size);
+    resume_point = open_resume_point(options.resume, job, config, world_size);
   }
   const std::string resume_dir = resume_point ? resume_point->dir : "";
 
@@ -271,6 +291,8 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   } else {
     state = apply_resume_point(std::move(*resume_point), job, rank, lora, optimizer, param_names);
   }
+  state.gradient_accumulation_steps = tr.gradient_accumulation_steps;
+  state.batch_sizes = batch_sizes_of(config);
 
   // ---- Data. ----
   const Dataset dataset = coordinator.get_dataset();
