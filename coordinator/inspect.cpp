@@ -2,6 +2,7 @@
 // coordinator runs, so what it prints is what training will do.
 #include "coordinator/inspect.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -93,12 +94,18 @@ std::string inspect_job(JobConfig config, const InspectOptions& options) {
       ar_error_sum += std::fabs(img.bucket.ar_error);
       ++n_images;
     }
-    out << "  buckets (resolution: images; samples in epoch 1):\n";
+    // kohya's lines: i indexes the predefined bucket list (the sorted buckets in use in
+    // no-upscale mode) and count is the bucket's samples, repeats and reg included.
+    out << "  buckets (count: samples in epoch 1; images without repeats):\n";
+    const std::vector<BucketReso>& predefined = info.predefined_buckets;
     int k = 0;
-    for (const auto& [bucket, count] : images_per_bucket) {
-      out << "    bucket " << k++ << ": resolution (" << bucket.width << ", " << bucket.height
-          << "), count: " << count << "; "
-          << samples_per_bucket[{static_cast<int>(d), bucket}] << " samples\n";
+    for (const auto& [bucket, images] : images_per_bucket) {
+      auto at = std::find(predefined.begin(), predefined.end(), bucket);
+      const long index = at != predefined.end() ? static_cast<long>(at - predefined.begin()) : k;
+      ++k;
+      out << "    bucket " << index << ": resolution (" << bucket.width << ", " << bucket.height
+          << "), count: " << samples_per_bucket[{static_cast<int>(d), bucket}] << "; "
+          << images << " images\n";
     }
     if (n_images > 0) out << "  mean ar error (without repeats): " << ar_error_sum / n_images << "\n";
     out << "  number of train images (including repeats): " << info.num_train_samples << "\n";

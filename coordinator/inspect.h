@@ -1,7 +1,8 @@
 // `lorafleet-coordinator --inspect`: what a job will train on, without loading a model or
 // starting the service. Prints what kohya sd-scripts prints at start-up (train_network.py:
-// "number of train images (including repeats)", the bucket table "bucket N: resolution (w, h),
-// count: n", "mean ar error", batches per epoch, epochs, total optimization steps) and more: every
+// "number of train images (including repeats)", the bucket lines "bucket N: resolution (w, h),
+// count: n" with N the index in the bucket list and n the samples with repeats, "mean ar error",
+// batches per epoch, epochs, total optimization steps) and more: every
 // subset with its image count, repeats and options, the regularization selection per epoch, bad
 // images skipped, and the steps per epoch for a given world size, batch size and gradient
 // accumulation.

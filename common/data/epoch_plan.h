@@ -40,9 +40,10 @@ struct EpochPlan {
   std::vector<int> reg_indices;
   int reg_images_used = 0;      // distinct reg images in this epoch
   int reg_images_unused = 0;    // reg images not in this epoch
-  // reg_selection "rotate": position in the expanded reg list where this epoch started and
-  // where the next one starts (per dataset, summed over datasets is meaningless: dataset 0's).
-  std::vector<std::int64_t> reg_cursor_begin;  // one per dataset
+  // reg_selection "rotate", one entry per dataset: the position (in entries of that dataset's
+  // reg list, each reg image repeated num_repeats times) where this epoch's walk started and
+  // where the next epoch's starts. 0 for "first" and "random".
+  std::vector<std::int64_t> reg_cursor_begin;
   std::vector<std::int64_t> reg_cursor_end;
   std::int64_t num_samples() const;
 };
@@ -57,7 +58,8 @@ struct PlanOptions {
 // Per-reg-image repeat counts of one dataset under kohya's default rule
 // (DreamBoothDataset.__init__): walk the dataset's reg images in order adding their num_repeats
 // until >= N_train, then cycle +1 each. Returned vector is parallel to that dataset's reg images
-// in Dataset::images order (0 = unused).
+// in Dataset::images order (0 = unused). Throws std::invalid_argument for a dataset_index out of
+// range.
 std::vector<int> kohya_reg_repeats(const Dataset& dataset, int dataset_index);
 
 // Deterministic: same dataset, options and epoch give the same plan on any machine (own
@@ -71,8 +73,10 @@ std::vector<int> kohya_reg_repeats(const Dataset& dataset, int dataset_index);
 // Grouped by (dataset, bucket) in sorted order, each group shuffled and cut into global batches
 // of world_size * batch_size (the last of a group may be smaller), then the batch order is
 // shuffled. Per-sample crop/flip/caption draws come from a separate stream per sample position,
-// so enabling them does not change the order. Throws std::invalid_argument for world_size < 1,
-// epoch < 0, or an unknown reg_selection.
+// so enabling them does not change the order. Throws std::invalid_argument (naming the image
+// where one is at fault) for world_size < 1, epoch < 0, an unknown reg_selection, a dataset
+// batch_size < 1, an image whose index, dataset_index or subset_index is out of place, or a
+// random_crop image whose resized size does not cover its bucket.
 EpochPlan build_epoch_plan(const Dataset& dataset, const PlanOptions& options, int epoch);
 
 // [begin, end) of rank's slice of a global batch: [min(r*bs, n), min((r+1)*bs, n)) with

@@ -44,8 +44,10 @@ class LatentCache {
   ~LatentCache();
 
   // The latents of image `index` under crop/flip `cf`. Throws DatasetError naming the image if
-  // it no longer decodes, std::runtime_error naming the cache file and the image for a corrupt
-  // cache entry, std::out_of_range for a bad index.
+  // it no longer decodes or its bytes changed since the scan, std::runtime_error naming the
+  // cache file and the image for a corrupt cache entry or an IO error writing one,
+  // std::invalid_argument for NaN latents or a crop outside the resized image,
+  // std::out_of_range for a bad index.
   Entry get(int index, const CropFlip& cf);
 
   struct ShardStats {
@@ -56,6 +58,7 @@ class LatentCache {
   // With a disk cache: the entries every epoch can need (each image centre-cropped, unflipped
   // and, for flip_aug subsets, flipped) are checked; this rank encodes and stores the missing
   // ones with position % world_size == rank. Call comm.barrier() after it on every rank.
+  // Throws as get().
   ShardStats precompute_shard(int rank, int world_size);
 
   std::size_t size() const { return memory_.size(); }
