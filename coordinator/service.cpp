@@ -154,6 +154,7 @@ void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* 
   response->set_job_config_yaml(c.yaml_text);
   response->set_job_config_name(c.source_name);
   response->set_base_dir(base_dir_);
+  response->set_dataset_config_toml(c.dataset_config_text);
   response->set_shared_seed(job_.shared_seed());
   response->set_max_train_steps(s.max_train_steps);
   response->set_num_epochs(s.num_epochs);

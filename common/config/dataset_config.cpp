@@ -24,8 +24,12 @@ namespace fs = std::filesystem;
 
 class TomlReader {
  public:
-  TomlReader(std::string path, std::vector<std::string>* warnings)
-      : path_(std::move(path)), warnings_(warnings) {}
+  // text: the file's contents when already read (e.g. sent by the coordinator), else null.
+  // image_base: what relative image_dir values resolve against ("" = the current directory).
+  TomlReader(std::string path, std::vector<std::string>* warnings, const std::string* text,
+             std::string image_base)
+      : path_(std::move(path)), warnings_(warnings), text_(text),
+        image_base_(std::move(image_base)) {}
 
   [[noreturn]] void fail(int line, const std::string& message) const {
     throw ConfigError(path_ + ":" + std::to_string(line) + ": " + message);
@@ -177,7 +181,7 @@ class TomlReader {
   }
 
   TomlLevels read() const {
-    {
+    if (text_ == nullptr) {
       std::error_code ec;
       std::ifstream probe;
       if (!fs::is_directory(path_, ec)) probe.open(path_, std::ios::binary);
@@ -194,12 +198,13 @@ class TomlReader {
     }
     toml::table root;
     try {
-      root = toml::parse_file(path_);
+      root = text_ != nullptr ? toml::parse(*text_, path_) : toml::parse_file(path_);
     } catch (const toml::parse_error& e) {
       fail(line_of(e.source(), 1), "TOML syntax error: " + std::string(e.description()));
     }
 
-    const std::string cwd = fs::current_path().string();  // kohya: image_dir as given, vs cwd
+    // kohya: image_dir as given, i.e. against the current directory.
+    const std::string cwd = image_base_.empty() ? fs::current_path().string() : image_base_;
     TomlLevels out;
     out.general.source = path_;
     out.general.path = "general";
@@ -255,12 +260,15 @@ class TomlReader {
  private:
   std::string path_;
   std::vector<std::string>* warnings_;
+  const std::string* text_;
+  std::string image_base_;
 };
 
 }  // namespace
 
-TomlLevels read_toml_levels(const std::string& path, std::vector<std::string>* warnings) {
-  return TomlReader(path, warnings).read();
+TomlLevels read_toml_levels(const std::string& path, std::vector<std::string>* warnings,
+                            const std::string* text, const std::string& image_base) {
+  return TomlReader(path, warnings, text, image_base).read();
 }
 
 }  // namespace dataset_keys

@@ -86,9 +86,13 @@ struct TomlLevels {
   std::vector<DatasetLevels> datasets;
 };
 
-// Reads a kohya dataset-config TOML file into its levels (dataset_config.cpp). Throws ConfigError
-// "<path>:<line>: ..." for syntax errors, unknown or misplaced keys and wrong types.
-TomlLevels read_toml_levels(const std::string& path, std::vector<std::string>* warnings);
+// Reads a kohya dataset-config TOML file into its levels (dataset_config.cpp): from `text` when
+// given (the file's contents, read elsewhere), else from the file. Relative image_dir values
+// resolve against image_base, or the current directory when it is "" (kohya). Throws
+// ConfigError "<path>:<line>: ..." for syntax errors, unknown or misplaced keys and wrong types.
+TomlLevels read_toml_levels(const std::string& path, std::vector<std::string>* warnings,
+                            const std::string* text = nullptr,
+                            const std::string& image_base = "");
 
 // Forms 2 and 3: resolves every subset through subset -> dataset -> general -> section ->
 // `defaults` (general and section may be null) and validates the result. Subsets with

@@ -370,7 +370,8 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
 }  // namespace
 
 JobConfig parse_job_config(const std::string& yaml_text, const std::string& source_name,
-                           const std::string& base_dir) {
+                           const std::string& base_dir,
+                           const std::string* dataset_config_text) {
   JobConfig c;
   c.source_name = source_name;
   c.yaml_text = yaml_text;
@@ -570,7 +571,22 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   }
   if (from_toml) {
     d.dataset_config = resolve_path(base_dir, d.dataset_config);
-    const dk::TomlLevels levels = dk::read_toml_levels(d.dataset_config, &warnings);
+    if (dataset_config_text != nullptr) {
+      c.dataset_config_text = *dataset_config_text;
+    } else {
+      std::error_code ec;
+      std::ifstream in;
+      if (!fs::is_directory(d.dataset_config, ec)) in.open(d.dataset_config, std::ios::binary);
+      if (!in.is_open()) {
+        p.fail_key(p.line_for("dataset.dataset_config"), "dataset.dataset_config",
+                   "cannot read '" + d.dataset_config + "' (expected a readable kohya .toml file)");
+      }
+      std::ostringstream text;
+      text << in.rdbuf();
+      c.dataset_config_text = text.str();
+    }
+    const dk::TomlLevels levels =
+        dk::read_toml_levels(d.dataset_config, &warnings, &c.dataset_config_text, base_dir);
     c.datasets = dk::resolve_datasets(levels.datasets, &levels.general, &section, defaults,
                                       "the default", &warnings);
   } else if (from_yaml_list) {

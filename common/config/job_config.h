@@ -130,17 +130,22 @@ struct JobConfig {
 
   std::string source_name;  // file path (or "<string>") the config came from
   std::string yaml_text;    // the text as read, sent to workers verbatim
+  std::string dataset_config_text;  // the kohya .toml's text when dataset_config is set
 };
 
 // Parses YAML text. Relative paths (model, vocab, data dirs, dataset_config, image_dir of
 // `datasets:` subsets, network_weights, output_dir, cache_dir) are resolved against base_dir when
 // non-empty; image_dir in a kohya .toml resolves against the current directory, as kohya. As
 // kohya, a caption_extension without its leading "." gets one and network_alpha 0 means
-// network_dim. With dataset.dataset_config the .toml file is read here. Throws ConfigError(
-// "<source_name>:<line>: ...") (or "<toml path>:<line>: ...") on syntax errors, unknown or
-// duplicate keys, wrong types and invalid values.
+// network_dim. With dataset.dataset_config the .toml file is read here, unless its text is
+// given as dataset_config_text (workers get it from the coordinator, so the file need not exist
+// on their hosts); relative image_dir values in it resolve against base_dir (the coordinator's
+// working directory). Throws ConfigError("<source_name>:<line>: ...") (or
+// "<toml path>:<line>: ...") on syntax errors, unknown or duplicate keys, wrong types and
+// invalid values.
 JobConfig parse_job_config(const std::string& yaml_text, const std::string& source_name,
-                           const std::string& base_dir = "");
+                           const std::string& base_dir = "",
+                           const std::string* dataset_config_text = nullptr);
 
 // Reads and parses a file, resolving relative paths against the current working directory (as
 // kohya does); throws ConfigError naming the path if it cannot be read.

@@ -253,6 +253,38 @@ TEST_F(DatasetConfigTest, TomlThroughJobConfigUsesTheDatasetSectionAsCliLevel) {
             "is given (kohya likewise ignores it with --dataset_config)");
 }
 
+// Workers get the TOML's text from the coordinator: the file need not exist on their host, and
+// relative image_dir values resolve against the coordinator's directory (base_dir).
+TEST_F(DatasetConfigTest, TomlTextSentToWorkersParsesWithoutTheFile) {
+  const std::string toml =
+      "[[datasets]]\nresolution = 512\n[[datasets.subsets]]\nimage_dir = 'rel/imgs'\n";
+  const std::string yaml = "model:\n  pretrained_model_name_or_path: m.safetensors\n"
+                           "dataset:\n  dataset_config: /nowhere/kohya.toml\n";
+  const JobConfig coordinator_side = [&] {
+    const std::string path = write("kohya.toml", toml);
+    std::string y = yaml;
+    y.replace(y.find("/nowhere/kohya.toml"), 19, path);
+    return parse_job_config(y, "job.yaml", "/coord/dir");
+  }();
+  EXPECT_EQ(coordinator_side.dataset_config_text, toml);
+  const JobConfig worker_side =
+      parse_job_config(yaml, "job.yaml", "/coord/dir", &coordinator_side.dataset_config_text);
+  ASSERT_EQ(worker_side.datasets.size(), 1u);
+  ASSERT_EQ(worker_side.datasets[0].subsets.size(), 1u);
+  EXPECT_EQ(worker_side.datasets[0].subsets[0].image_dir, "/coord/dir/rel/imgs");
+  EXPECT_EQ(coordinator_side.datasets[0].subsets[0].image_dir, "/coord/dir/rel/imgs");
+  // Without the text, a missing file is an error naming the key and its line.
+  try {
+    parse_job_config(yaml, "job.yaml", "/coord/dir");
+    FAIL() << "a missing dataset_config was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("job.yaml:4: key 'dataset.dataset_config': cannot read "
+                                         "'/nowhere/kohya.toml'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(DatasetConfigTest, YamlDatasetsListGivesTheSameDatasets) {
   const std::string cwd = fs::current_path().string();
   const JobConfig c = parse_job_config(kYamlDatasets, "job.yaml", cwd);

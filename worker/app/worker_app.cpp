@@ -72,8 +72,10 @@ int run_worker(int argc, char** argv) {
                                std::to_string(job.world_size) + " but mpirun started rank " +
                                std::to_string(rank) + "/" + std::to_string(mpi.world_size()));
     }
-    const JobConfig config =
-        parse_job_config(job.job_config_yaml, job.job_config_name, job.base_dir);
+    // The dataset TOML comes with the assignment: its file need not exist on this host.
+    const JobConfig config = parse_job_config(
+        job.job_config_yaml, job.job_config_name, job.base_dir,
+        job.dataset_config_toml.empty() ? nullptr : &job.dataset_config_toml);
 
     std::unique_ptr<Communicator> comm;
     if (config.worker.device != "cpu" && nccl_compiled_in() && torch_cuda_available()) {
