@@ -45,6 +45,17 @@ void to_proto(const Dataset& dataset, pb::DatasetManifest* out) {
     e->set_flip_aug(s.config.flip_aug);
     e->set_random_crop(s.config.random_crop);
     e->set_alpha_mask(s.config.alpha_mask);
+    const CaptionOptions& c = s.config.caption;
+    e->set_caption_extension(s.config.caption_extension);
+    e->set_shuffle_caption(c.shuffle_caption);
+    e->set_keep_tokens(c.keep_tokens);
+    e->set_keep_tokens_separator(c.keep_tokens_separator);
+    e->set_caption_prefix(c.caption_prefix);
+    e->set_caption_suffix(c.caption_suffix);
+    e->set_caption_separator(c.caption_separator);
+    e->set_caption_dropout_rate(c.caption_dropout_rate);
+    e->set_caption_dropout_every_n_epochs(c.caption_dropout_every_n_epochs);
+    e->set_caption_tag_dropout_rate(c.caption_tag_dropout_rate);
   }
   for (const DatasetInfo& d : dataset.datasets) {
     pb::DatasetEntry* e = out->add_datasets();
@@ -129,6 +140,17 @@ Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
     s.config.flip_aug = e.flip_aug();
     s.config.random_crop = e.random_crop();
     s.config.alpha_mask = e.alpha_mask();
+    CaptionOptions& c = s.config.caption;
+    s.config.caption_extension = e.caption_extension();
+    c.shuffle_caption = e.shuffle_caption();
+    c.keep_tokens = e.keep_tokens();
+    c.keep_tokens_separator = e.keep_tokens_separator();
+    c.caption_prefix = e.caption_prefix();
+    c.caption_suffix = e.caption_suffix();
+    c.caption_separator = e.caption_separator();
+    c.caption_dropout_rate = e.caption_dropout_rate();
+    c.caption_dropout_every_n_epochs = e.caption_dropout_every_n_epochs();
+    c.caption_tag_dropout_rate = e.caption_tag_dropout_rate();
     d.subsets.push_back(std::move(s));
   }
   for (const pb::DatasetEntry& e : manifest.datasets()) {

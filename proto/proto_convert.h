@@ -22,8 +22,8 @@ void to_proto(const Dataset& dataset, lorafleet::v1::DatasetManifest* out);
 // and processed caption), its reg selection and cursors. Pure; never throws except bad_alloc.
 void to_proto(const EpochPlan& plan, lorafleet::v1::EpochPlan* out);
 
-// Inverse mappings. Fields the manifest does not carry (the subsets' caption options, warnings,
-// bad images) are left at their defaults.
+// Inverse mappings. Fields the manifest does not carry (warnings, bad images, the subsets'
+// origin) are left at their defaults.
 Dataset dataset_from_proto(const lorafleet::v1::DatasetManifest& manifest);
 EpochPlan epoch_plan_from_proto(const lorafleet::v1::EpochPlan& plan);
 

@@ -52,6 +52,30 @@ TEST(LoRAFile, MetadataCarriesKohyaKeys) {
   EXPECT_EQ(m.at("modelspec.resolution"), "384x256");
 }
 
+// With a dataset config (ss_datasets given), kohya writes no per-job dataset keys.
+TEST(LoRAFile, DatasetConfigMetadataReplacesTheLegacyKeys) {
+  LoRATrainingFacts f;
+  f.tag_frequency_json = "{\"10_x\": {\"ohwx\": 3}}";
+  f.dataset_dirs_json = "{\"10_x\": {\"n_repeats\": 10, \"img_count\": 3}}";
+  f.reg_dataset_dirs_json = "{}";
+  f.bucket_info_json = "{}";
+  const auto legacy = kohya_lora_metadata(demo_config(), f);
+  EXPECT_EQ(legacy.at("ss_tag_frequency"), f.tag_frequency_json);
+  EXPECT_EQ(legacy.at("ss_dataset_dirs"), f.dataset_dirs_json);
+  EXPECT_EQ(legacy.at("ss_reg_dataset_dirs"), "{}");
+  EXPECT_EQ(legacy.count("ss_datasets"), 0u);
+  EXPECT_EQ(legacy.at("ss_resolution"), "(384, 256)");
+  f.datasets_json = "[{\"batch_size_per_device\": 3}]";
+  const auto with_config = kohya_lora_metadata(demo_config(), f);
+  EXPECT_EQ(with_config.at("ss_datasets"), f.datasets_json);
+  EXPECT_EQ(with_config.at("ss_tag_frequency"), f.tag_frequency_json);
+  for (const char* key : {"ss_resolution", "ss_batch_size_per_device", "ss_flip_aug",
+                          "ss_bucket_info", "ss_reg_dataset_dirs"}) {
+    EXPECT_EQ(with_config.count(key), 0u) << key;
+  }
+  EXPECT_EQ(with_config.at("modelspec.resolution"), "384x256");
+}
+
 TEST(LoRAFile, FloatsAreWrittenAsPythonStrDoes) {
   // Expected strings are CPython 3.11's str(float) of the same values.
   EXPECT_EQ(py_float(1795993460.0), "1795993460.0");

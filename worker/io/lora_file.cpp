@@ -126,32 +126,44 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_noise_offset"] = "None";
   m["ss_loss_type"] = "l2";
   m["ss_sd_model_name"] = basename_of(c.model.pretrained_model_name_or_path);
-  // Legacy (no dataset config file) dataset keys, from the first dataset and its first subset
-  // (kohya writes these from the CLI arguments).
   const DatasetConfig first_dataset = c.datasets.empty() ? DatasetConfig{} : c.datasets[0];
   const BucketOptions& b = first_dataset.buckets;
-  const SubsetConfig& sub = first_dataset.subsets.empty() ? first_dataset.folder_defaults
-                                                          : first_dataset.subsets[0];
-  m["ss_batch_size_per_device"] = std::to_string(first_dataset.batch_size);
-  // kohya: train_batch_size * num_processes * gradient_accumulation_steps.
-  m["ss_total_batch_size"] = std::to_string(first_dataset.batch_size * f.world_size *
-                                            tr.gradient_accumulation_steps);
-  m["ss_resolution"] = "(" + std::to_string(b.resolution_w) + ", " +
-                       std::to_string(b.resolution_h) + ")";
-  m["ss_enable_bucket"] = py_bool(b.enable_bucket);
-  m["ss_bucket_no_upscale"] = py_bool(b.bucket_no_upscale);
-  m["ss_min_bucket_reso"] = std::to_string(b.min_bucket_reso);
-  m["ss_max_bucket_reso"] = std::to_string(b.max_bucket_reso);
-  m["ss_flip_aug"] = py_bool(sub.flip_aug);
-  m["ss_color_aug"] = "False";
-  m["ss_random_crop"] = py_bool(sub.random_crop);
-  m["ss_shuffle_caption"] = py_bool(sub.caption.shuffle_caption);
-  m["ss_keep_tokens"] = std::to_string(sub.caption.keep_tokens);
-  m["ss_caption_dropout_rate"] = py_float(sub.caption.caption_dropout_rate);
+  if (!f.tag_frequency_json.empty()) m["ss_tag_frequency"] = f.tag_frequency_json;
+  if (!f.dataset_dirs_json.empty()) m["ss_dataset_dirs"] = f.dataset_dirs_json;
+  if (!f.datasets_json.empty()) {
+    // With a dataset config kohya describes every dataset in ss_datasets and writes none of
+    // the per-job dataset keys below.
+    m["ss_datasets"] = f.datasets_json;
+  } else {
+    // Legacy (folder form) dataset keys, from the one dataset and its folder defaults (kohya
+    // writes these from the CLI arguments).
+    const SubsetConfig& sub = first_dataset.subsets.empty() ? first_dataset.folder_defaults
+                                                            : first_dataset.subsets[0];
+    m["ss_batch_size_per_device"] = std::to_string(first_dataset.batch_size);
+    // kohya: train_batch_size * num_processes * gradient_accumulation_steps.
+    m["ss_total_batch_size"] = std::to_string(first_dataset.batch_size * f.world_size *
+                                              tr.gradient_accumulation_steps);
+    m["ss_resolution"] = "(" + std::to_string(b.resolution_w) + ", " +
+                         std::to_string(b.resolution_h) + ")";
+    m["ss_enable_bucket"] = py_bool(b.enable_bucket);
+    m["ss_bucket_no_upscale"] = py_bool(b.bucket_no_upscale);
+    m["ss_min_bucket_reso"] = std::to_string(b.min_bucket_reso);
+    m["ss_max_bucket_reso"] = std::to_string(b.max_bucket_reso);
+    m["ss_flip_aug"] = py_bool(sub.flip_aug);
+    m["ss_color_aug"] = "False";
+    m["ss_random_crop"] = py_bool(sub.random_crop);
+    m["ss_shuffle_caption"] = py_bool(sub.caption.shuffle_caption);
+    m["ss_keep_tokens"] = std::to_string(sub.caption.keep_tokens);
+    if (!f.reg_dataset_dirs_json.empty()) m["ss_reg_dataset_dirs"] = f.reg_dataset_dirs_json;
+    if (!f.bucket_info_json.empty()) m["ss_bucket_info"] = f.bucket_info_json;
+  }
+  // CLI-level caption dropout values (the first subset's, as kohya's CLI defaults).
+  const SubsetConfig& sub0 = first_dataset.subsets.empty() ? first_dataset.folder_defaults
+                                                           : first_dataset.subsets[0];
+  m["ss_caption_dropout_rate"] = py_float(sub0.caption.caption_dropout_rate);
   m["ss_caption_dropout_every_n_epochs"] =
-      std::to_string(sub.caption.caption_dropout_every_n_epochs);
-  m["ss_caption_tag_dropout_rate"] = py_float(sub.caption.caption_tag_dropout_rate);
-  if (!f.bucket_info_json.empty()) m["ss_bucket_info"] = f.bucket_info_json;
+      std::to_string(sub0.caption.caption_dropout_every_n_epochs);
+  m["ss_caption_tag_dropout_rate"] = py_float(sub0.caption.caption_tag_dropout_rate);
   // ModelSpec 1.0.1 basics (kohya sai_model_spec).
   m["modelspec.sai_model_spec"] = "1.0.1";
   m["modelspec.architecture"] = "stable-diffusion-v1/lora";

@@ -28,6 +28,13 @@ struct LoRATrainingFacts {
   std::int64_t num_reg_images = 0;    // raw reg images x repeats (kohya records the raw count)
   int world_size = 1;
   std::string bucket_info_json;       // {"buckets": {...}, "mean_img_ar_error": x}
+  // common/data/dataset_metadata.h JSON. With datasets_json set (a dataset config: several
+  // datasets, a datasets: list or a kohya TOML) kohya writes ss_datasets instead of the legacy
+  // per-job dataset keys (ss_resolution, ss_flip_aug, ...); this does the same.
+  std::string tag_frequency_json;     // ss_tag_frequency
+  std::string dataset_dirs_json;      // ss_dataset_dirs
+  std::string reg_dataset_dirs_json;  // ss_reg_dataset_dirs (legacy form only)
+  std::string datasets_json;          // ss_datasets, "" in the legacy (folder) form
 };
 
 // kohya ss_bucket_info JSON: {"buckets": {"0": {"resolution": [w, h], "count": n}, ...},

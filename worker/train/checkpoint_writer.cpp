@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "common/data/dataset_metadata.h"
 #include "common/util/log.h"
 #include "worker/io/lora_file.h"
 #include "worker/train/rng_streams.h"
@@ -42,6 +43,17 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
     facts.num_reg_images = dataset.num_reg_samples_raw;
     facts.world_size = comm.world_size();
     facts.bucket_info_json = kohya_bucket_info_json(dataset, plan);
+    facts.tag_frequency_json = kohya_tag_frequency_json(dataset, -1);
+    facts.dataset_dirs_json = kohya_dataset_dirs_json(dataset, /*reg=*/false);
+    // The folder form is one dataset read from train_data_dir; anything else is a dataset
+    // config (a datasets: list or a kohya TOML), described as kohya's ss_datasets.
+    const bool folder_form =
+        config.datasets.size() == 1 && !config.datasets[0].train_data_dir.empty();
+    if (folder_form) {
+      facts.reg_dataset_dirs_json = kohya_dataset_dirs_json(dataset, /*reg=*/true);
+    } else {
+      facts.datasets_json = kohya_datasets_json(dataset, plan);
+    }
     const auto lora_state = lora.state_dict();
     const auto metadata = kohya_lora_metadata(config, facts);
     save_kohya_lora((fs::path(staging) / "lora.safetensors").string(), lora_state, metadata);
