@@ -76,12 +76,16 @@ std::string inspect_job(JobConfig config, const InspectOptions& options) {
         }
         out << "; epoch 1 uses " << used << " of them (" << samples << " samples)";
       }
+      const CaptionOptions& co = c.caption;
       out << "\n      class_tokens \"" << c.class_tokens << "\", caption_extension "
-          << c.caption_extension << ", shuffle_caption " << yes_no(c.caption.shuffle_caption)
-          << ", keep_tokens " << c.caption.keep_tokens << ", caption_dropout_rate "
-          << c.caption.caption_dropout_rate << ", caption_tag_dropout_rate "
-          << c.caption.caption_tag_dropout_rate << ", flip_aug " << yes_no(c.flip_aug)
-          << ", random_crop " << yes_no(c.random_crop) << ", alpha_mask "
+          << c.caption_extension << ", caption_prefix \"" << co.caption_prefix
+          << "\", caption_suffix \"" << co.caption_suffix << "\", caption_separator \""
+          << co.caption_separator << "\", shuffle_caption " << yes_no(co.shuffle_caption)
+          << ", keep_tokens " << co.keep_tokens << ", keep_tokens_separator \""
+          << co.keep_tokens_separator << "\", caption_dropout_rate " << co.caption_dropout_rate
+          << ", caption_dropout_every_n_epochs " << co.caption_dropout_every_n_epochs
+          << ", caption_tag_dropout_rate " << co.caption_tag_dropout_rate << ", flip_aug "
+          << yes_no(c.flip_aug) << ", random_crop " << yes_no(c.random_crop) << ", alpha_mask "
           << yes_no(c.alpha_mask) << "\n";
     }
     // kohya's bucket table: images (without repeats) per bucket, plus epoch-1 samples.

@@ -412,8 +412,9 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext*, const pb::FinishRe
   if (s.ok) {
     LF_INFO("rank " << rank << " finished at global_step " << request->global_step());
   } else {
+    // A failing worker may not know its step (it reports 0): use the last one it reported.
     LF_ERROR("rank " << rank << " (" << s.hostname << ") failed at global_step "
-                     << request->global_step() << ": " << s.error);
+                     << s.global_step << ": " << s.error);
     if (!failure_deadline_) {
       failure_deadline_ = now + options_.failure_grace;
       LF_WARN("asking the other ranks to stop; the job ends when they finish or in "

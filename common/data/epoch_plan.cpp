@@ -13,6 +13,10 @@
 // unchanged.
 #include "common/data/epoch_plan.h"
 
+#include <cstring>
+
+#include "common/io/sha256.h"
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -331,6 +335,32 @@ EpochPlan build_epoch_plan(const Dataset& dataset, const PlanOptions& options, i
   // All datasets' batches shuffled together, as kohya's concatenated DatasetGroup is sampled.
   fisher_yates(plan.batches, rng);
   return plan;
+}
+
+std::string epoch_plan_digest(const EpochPlan& plan) {
+  // One line per batch and per sample; the caption is length-prefixed so no text can imitate
+  // another field.
+  std::string text = "lorafleet-epoch-plan/1 epoch " + std::to_string(plan.epoch) + "\n";
+  for (const GlobalBatch& b : plan.batches) {
+    text += "batch " + std::to_string(b.dataset_index) + " " + std::to_string(b.bucket.width) +
+            "x" + std::to_string(b.bucket.height) + " " + std::to_string(b.batch_size) + "\n";
+    for (const PlanSample& s : b.samples) {
+      std::uint32_t weight_bits = 0;
+      std::memcpy(&weight_bits, &s.loss_weight, sizeof weight_bits);
+      text += std::to_string(s.image_index) + " " + std::to_string(weight_bits) + " " +
+              std::to_string(s.crop_flip.crop_left) + " " + std::to_string(s.crop_flip.crop_top) +
+              " " + (s.crop_flip.flip ? "1" : "0") + " " + (s.has_caption ? "1" : "0") + " " +
+              std::to_string(s.caption.size()) + ":" + s.caption + "\n";
+    }
+  }
+  text += "reg";
+  for (int i : plan.reg_indices) text += " " + std::to_string(i);
+  text += "\ncursors";
+  for (std::size_t d = 0; d < plan.reg_cursor_begin.size(); ++d) {
+    text += " " + std::to_string(plan.reg_cursor_begin[d]) + "-" +
+            std::to_string(d < plan.reg_cursor_end.size() ? plan.reg_cursor_end[d] : 0);
+  }
+  return sha256_hex(text);
 }
 
 std::pair<int, int> rank_slice(const GlobalBatch& batch, int rank) {

@@ -79,6 +79,11 @@ std::vector<int> kohya_reg_repeats(const Dataset& dataset, int dataset_index);
 // random_crop image whose resized size does not cover its bucket.
 EpochPlan build_epoch_plan(const Dataset& dataset, const PlanOptions& options, int epoch);
 
+// SHA-256 (hex) of everything in the plan: batches, their samples with crop, flip and caption,
+// the reg selection and cursors. A checkpoint records it so that a resume can tell whether the
+// dataset or any option that shapes the plan changed. Never throws except std::bad_alloc.
+std::string epoch_plan_digest(const EpochPlan& plan);
+
 // [begin, end) of rank's slice of a global batch: [min(r*bs, n), min((r+1)*bs, n)) with
 // bs = batch.batch_size. Throws std::invalid_argument for rank < 0 or batch_size < 1.
 std::pair<int, int> rank_slice(const GlobalBatch& batch, int rank);

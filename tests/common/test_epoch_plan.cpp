@@ -183,6 +183,27 @@ TEST(KohyaRegRepeats, PerDatasetOwnNTrain) {
   EXPECT_THROW(kohya_reg_repeats(ds, 2), std::invalid_argument);
 }
 
+// The digest a checkpoint records: equal for equal plans, different when anything differs.
+TEST(EpochPlanDigest, ChangesWithAnyField) {
+  const Dataset ds = train_and_reg(10, 10, 1, 30);
+  const EpochPlan plan = build_epoch_plan(ds, opts(), 0);
+  const std::string d = epoch_plan_digest(plan);
+  EXPECT_EQ(d.size(), 64u);
+  EXPECT_EQ(epoch_plan_digest(build_epoch_plan(ds, opts(), 0)), d);
+  EXPECT_NE(epoch_plan_digest(build_epoch_plan(ds, opts(), 1)), d);
+  EXPECT_NE(epoch_plan_digest(build_epoch_plan(ds, opts("first", 43), 0)), d);
+  EpochPlan changed = plan;
+  changed.batches[0].samples[0].crop_flip.flip = !changed.batches[0].samples[0].crop_flip.flip;
+  EXPECT_NE(epoch_plan_digest(changed), d);
+  changed = plan;
+  changed.batches[0].samples[0].has_caption = true;
+  changed.batches[0].samples[0].caption = "x";
+  EXPECT_NE(epoch_plan_digest(changed), d);
+  changed = plan;
+  changed.batches[0].samples[0].loss_weight += 1e-6f;
+  EXPECT_NE(epoch_plan_digest(changed), d);
+}
+
 TEST(RegFirst, TenRepeatsOfTenWithThirtyRegImages) {
   // 10_a x 10 images: N_train = 100. 1_p x 30: first pass 30, then +1 over p01..p30 twice and
   // p01..p10 once more: p01-p10 x4, p11-p30 x3.

@@ -363,6 +363,15 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   EXPECT_NE(regrouped.exit_code, 0);
   EXPECT_NE(regrouped.output.find("training.gradient_accumulation_steps 2, the job has 1"),
             std::string::npos) << regrouped.output;
+  // So would a plan trained on other samples (here flip_aug off): refused before any model loads.
+  std::string no_flip = data;
+  no_flip.replace(no_flip.find("  flip_aug: true\n"), 17, "");
+  const std::string cfg_d =
+      with_accumulation(write_config("d.yaml", split, 8, 0, cport, mport, 0, "", no_flip));
+  RunResult replanned = run_job(cfg_d, cport, 2, "--resume " + split);
+  EXPECT_NE(replanned.exit_code, 0);
+  EXPECT_NE(replanned.output.find("differs from the one the checkpoint was trained on"),
+            std::string::npos) << replanned.output;
   RunResult b2 = run_job(cfg_b, cport, 2, "--resume " + split);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   // Both ranks read every latent from the disk cache written by the first half.

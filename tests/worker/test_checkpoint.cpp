@@ -50,6 +50,8 @@ TEST_F(CheckpointDirs, TrainStateRoundTrip) {
   s.reg_cursor = {10, 0};
   s.gradient_accumulation_steps = 3;
   s.batch_sizes = {2, 1};
+  s.plan_epoch = 2;
+  s.plan_digest = std::string(64, 'f');
   s.optimizer = {{"a.exp_avg", torch::arange(6, torch::kFloat)}, {"step", torch::tensor(12.0)}};
   save_train_state(root_.string(), s);
   const TrainState t = load_train_state(root_.string());
@@ -64,6 +66,8 @@ TEST_F(CheckpointDirs, TrainStateRoundTrip) {
   EXPECT_EQ(t.reg_cursor, (std::vector<std::int64_t>{10, 0}));
   EXPECT_EQ(t.gradient_accumulation_steps, 3);
   EXPECT_EQ(t.batch_sizes, (std::vector<std::int64_t>{2, 1}));
+  EXPECT_EQ(t.plan_epoch, 2);
+  EXPECT_EQ(t.plan_digest, std::string(64, 'f'));
   ASSERT_EQ(t.optimizer.size(), 2u);
   EXPECT_TRUE(torch::equal(t.optimizer.at("a.exp_avg"), torch::arange(6, torch::kFloat)));
 }

@@ -117,6 +117,8 @@ void save_train_state(const std::string& dir, const TrainState& s) {
   put("reg_cursor", join_ints(s.reg_cursor));
   put("gradient_accumulation_steps", std::to_string(s.gradient_accumulation_steps));
   put("batch_sizes", join_ints(s.batch_sizes));
+  put("plan_epoch", std::to_string(s.plan_epoch));
+  put("plan_digest", s.plan_digest);
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", s.training_started_at);
   put("training_started_at", buf);
@@ -145,6 +147,10 @@ TrainState load_train_state(const std::string& dir) {
   s.batch_sizes = optional_ints(m, "batch_sizes", file);
   const std::vector<std::int64_t> accum = optional_ints(m, "gradient_accumulation_steps", file);
   s.gradient_accumulation_steps = accum.empty() ? 0 : static_cast<int>(accum[0]);
+  const std::vector<std::int64_t> plan_epoch = optional_ints(m, "plan_epoch", file);
+  s.plan_epoch = plan_epoch.empty() ? -1 : static_cast<int>(plan_epoch[0]);
+  auto digest = m.find(std::string(kStatePrefix) + "plan_digest");
+  if (digest != m.end()) s.plan_digest = digest->second;
   for (auto& [k, v] : loaded.tensors) s.optimizer.emplace(k, v);
   return s;
 }

@@ -34,6 +34,11 @@ struct TrainState {
   // epoch and change the schedule, so it is refused. 0 / empty in checkpoints without them.
   int gradient_accumulation_steps = 0;
   std::vector<std::int64_t> batch_sizes;  // per dataset, per rank
+  // epoch_plan_digest of the plan the last step came from, and that plan's epoch: a resume
+  // refuses a job whose plan of that epoch differs (other images, options, reg_selection...).
+  // -1 / "" in checkpoints without them.
+  int plan_epoch = -1;
+  std::string plan_digest;
   std::map<std::string, at::Tensor> optimizer;  // LoRAOptimizer::state_dict()
 };
 

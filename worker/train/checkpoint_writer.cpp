@@ -59,6 +59,8 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
     save_kohya_lora((fs::path(staging) / "lora.safetensors").string(), lora_state, metadata);
     TrainState to_save = state;
     to_save.optimizer = optimizer.state_dict(param_names);
+    to_save.plan_epoch = plan.epoch;
+    to_save.plan_digest = epoch_plan_digest(plan);
     save_train_state(staging, to_save);
     comm.barrier();  // every rank's RNG file is durable
     publish_staging_dir(staging, root.string(), state.global_step);

@@ -125,8 +125,15 @@ ResumePoint open_resume_point(const std::string& resume, const JobAssignment& jo
                              " (changing it would regroup the epoch and change the schedule)");
   }
   if (!s.batch_sizes.empty() && s.batch_sizes != batch_sizes_of(config)) {
-    throw std::runtime_error(point.dir + ": checkpoint was trained with other per-dataset batch "
-                             "sizes than the job's (changing them would change the epoch plan)");
+    auto list = [](const std::vector<std::int64_t>& v) {
+      std::string out;
+      for (std::int64_t x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+      return "[" + out + "]";
+    };
+    throw std::runtime_error(point.dir + ": checkpoint was trained with per-dataset batch sizes " +
+                             list(s.batch_sizes) + ", the job has " +
+                             list(batch_sizes_of(config)) +
+                             " (changing them would change the epoch plan)");
   }
   return point;
 }
@@ -221,6 +228,20 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     refuse_existing_checkpoints(out_dir);
   } else {
     resume_point = open_resume_point(options.resume, job, config, world_size);
+    // Before any model loads: the coordinator's plan of the checkpoint's epoch must be the one
+    // it was trained on, else the dataset or a plan-shaping option changed since.
+    const TrainState& s = resume_point->state;
+    if (!s.plan_digest.empty()) {
+      if (s.plan_epoch >= job.num_epochs ||
+          epoch_plan_digest(coordinator.get_epoch_plan(s.plan_epoch)) != s.plan_digest) {
+        throw std::runtime_error(
+            resume_point->dir + ": this job's plan of epoch " + std::to_string(s.plan_epoch + 1) +
+            " differs from the one the checkpoint was trained on: the dataset (images, captions) "
+            "or an option that shapes the plan (seed, reg_selection, num_repeats, flip_aug, "
+            "random_crop, caption options, bucket options, max_train_epochs) changed since; "
+            "resume with the same data and config, or start a new run in another output_dir");
+      }
+    }
   }
   const std::string resume_dir = resume_point ? resume_point->dir : "";
 
@@ -307,9 +328,11 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   TextCache texts(clip, tokenizer, text_options);
   LatentCache::Options latent_options;
   latent_options.device = device;
+  // Always: the VAE noise of an entry is seeded by its key, which holds the VAE's identity, so
+  // a run with the disk cache and one without encode the very same latents.
+  latent_options.vae_identity = weights_identity(*vae);
   if (config.dataset.cache_latents_to_disk) {
     latent_options.disk_dir = (fs::path(cache_dir_of(config)) / "latents").string();
-    latent_options.vae_identity = weights_identity(*vae);
   }
   LatentCache latents(dataset, latent_options,
                       [&](const at::Tensor& x, std::uint64_t noise_seed) {
@@ -370,8 +393,10 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     state.reg_cursor = plan.reg_cursor_begin;
     const auto num_batches = static_cast<std::int64_t>(plan.batches.size());
     if (rank == 0) {
+      const std::int64_t accum_steps = tr.gradient_accumulation_steps;
       LF_INFO("epoch " << state.epoch + 1 << "/" << job.num_epochs << ": " << num_batches
-                       << " steps, " << plan.num_samples() << " samples ("
+                       << " batches, " << (num_batches + accum_steps - 1) / accum_steps
+                       << " optimizer steps, " << plan.num_samples() << " samples ("
                        << plan.reg_indices.size() << " regularization from "
                        << plan.reg_images_used << " reg images, " << plan.reg_images_unused
                        << " not used this epoch)");
