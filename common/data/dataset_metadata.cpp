@@ -12,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/util/py_format.h"
+
 namespace lf {
 namespace {
 
@@ -106,31 +108,37 @@ json capped_tag_frequency(const TagCounts& counts, std::size_t max_bytes, bool* 
   return to_json(most_frequent(counts, lo));
 }
 
-json bucket_info(const Dataset& ds, const EpochPlan& plan, int dataset_index) {
-  std::map<BucketReso, std::size_t> samples;
-  for (const GlobalBatch& b : plan.batches) {
-    if (b.dataset_index == dataset_index) samples[b.bucket] += b.samples.size();
-  }
-  json buckets = json::object();
-  int i = 0;
-  for (const auto& [reso, n] : samples) {
-    buckets[std::to_string(i++)] = {{"resolution", {reso.width, reso.height}}, {"count", n}};
-  }
-  double ar_error = 0.0;
-  int images = 0;
-  for (const ImageRecord& img : ds.images) {
-    if (img.dataset_index != dataset_index) continue;
-    ar_error += std::abs(img.bucket.ar_error);
-    ++images;
-  }
-  return {{"buckets", buckets}, {"mean_img_ar_error", images ? ar_error / images : 0.0}};
-}
-
 }  // namespace
 
 std::string kohya_tag_frequency_json(const Dataset& dataset, int dataset_index,
                                      std::size_t max_bytes, bool* truncated) {
   return capped_tag_frequency(count_tags(dataset, dataset_index), max_bytes, truncated).dump();
+}
+
+std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan,
+                                   int dataset_index) {
+  std::map<BucketReso, std::size_t> counts;
+  for (const GlobalBatch& batch : plan.batches) {
+    if (dataset_index < 0 || batch.dataset_index == dataset_index) {
+      counts[batch.bucket] += batch.samples.size();
+    }
+  }
+  double ar_error_sum = 0.0;
+  std::size_t images = 0;
+  for (const ImageRecord& img : dataset.images) {
+    if (dataset_index >= 0 && img.dataset_index != dataset_index) continue;
+    ar_error_sum += std::abs(img.bucket.ar_error);
+    ++images;
+  }
+  std::string s = "{\"buckets\": {";
+  int i = 0;
+  for (const auto& [reso, n] : counts) {
+    if (i) s += ", ";
+    s += "\"" + std::to_string(i++) + "\": {\"resolution\": [" + std::to_string(reso.width) +
+         ", " + std::to_string(reso.height) + "], \"count\": " + std::to_string(n) + "}";
+  }
+  const double mean = images == 0 ? 0.0 : ar_error_sum / static_cast<double>(images);
+  return s + "}, \"mean_img_ar_error\": " + py_float(mean) + "}";
 }
 
 std::string kohya_dataset_dirs_json(const Dataset& dataset, bool reg) {
@@ -179,7 +187,8 @@ std::string kohya_datasets_json(const Dataset& dataset, const EpochPlan& plan) {
          {"min_bucket_reso", info.buckets.min_bucket_reso},
          {"max_bucket_reso", info.buckets.max_bucket_reso},
          {"tag_frequency", capped_tag_frequency(counts, kTagFrequencyBudgetBytes, nullptr)},
-         {"bucket_info", bucket_info(dataset, plan, static_cast<int>(d))},
+         {"bucket_info",
+          json::parse(kohya_bucket_info_json(dataset, plan, static_cast<int>(d)))},
          {"subsets", subsets}});
   }
   return list.dump();

@@ -28,6 +28,15 @@ std::string kohya_tag_frequency_json(const Dataset& dataset, int dataset_index,
                                      std::size_t max_bytes = kTagFrequencyBudgetBytes,
                                      bool* truncated = nullptr);
 
+// kohya ss_bucket_info JSON: {"buckets": {"0": {"resolution": [w, h], "count": n}, ...},
+// "mean_img_ar_error": x}, written as Python's json.dumps does. As kohya, count is the samples
+// of the bucket in an epoch (repeats and regularization samples included, taken from the epoch
+// plan), buckets in sorted order, and the mean |aspect-ratio error| is over images. Only
+// dataset `dataset_index` when >= 0 (ss_datasets' per-dataset bucket_info). Never throws
+// except std::bad_alloc.
+std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan,
+                                   int dataset_index = -1);
+
 // kohya ss_dataset_dirs (reg = false) / ss_reg_dataset_dirs (reg = true):
 // {image_dir basename: {"n_repeats": n, "img_count": images}}; a repeated basename gets " (2)",
 // " (3)"... as kohya. Never throws except std::bad_alloc.

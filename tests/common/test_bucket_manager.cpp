@@ -182,7 +182,8 @@ TEST(BucketManager, Issue3UpscaleCases) {
   EXPECT_TRUE(m.warnings().empty());
   // 512x768 -> (384,640): scale 640/768, width int(426.67 + 0.5) = 427; crop (427-384)/2 = 21.
   expect_selection(m, 512, 768, {384, 640}, 427, 640);
-  EXPECT_EQ((427 - 384) / 2, 21);
+  const BucketSelection s = m.select(512, 768);
+  EXPECT_EQ((s.resized_width - s.bucket.width) / 2, 21);  // the centre crop's left offset
   expect_selection(m, 768, 512, {640, 384}, 640, 427);
   // 512x640 (ar 0.8) -> 448x576 (ar 0.778): the image is wider than the bucket, so
   // scale = 576/640 and width int(460.8 + 0.5) = 461.

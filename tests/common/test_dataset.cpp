@@ -521,11 +521,12 @@ TEST(DatasetScanConfig, ExplicitSubsetsAndTwoDatasets) {
   EXPECT_EQ(ds.images[0].caption, "ohwx cat");
   EXPECT_EQ(ds.images[2].caption, "cat");
   EXPECT_EQ(ds.images[3].dataset_index, 1);
-  // chelsea 451x300 at 768 (upscale mode): bucket (896,576) of the 768 list.
+  // chelsea 451x300 (ar 1.503): (640,384) of the 512 list; (896,640) of the 768 list, resized
+  // 962x640 (scale 640/300).
   EXPECT_EQ(ds.images[0].bucket.bucket, (BucketReso{640, 384}));
-  EXPECT_EQ(ds.images[3].bucket.bucket.width * 1.0 / ds.images[3].bucket.bucket.height > 1.0,
-            true);
-  EXPECT_GT(ds.images[3].bucket.bucket.width, 640);
+  EXPECT_EQ(ds.images[3].bucket.bucket, (BucketReso{896, 640}));
+  EXPECT_EQ(ds.images[3].bucket.resized_width, 962);
+  EXPECT_EQ(ds.images[3].bucket.resized_height, 640);
   EXPECT_EQ(ds.images[0].content_sha256, ds.images[3].content_sha256);
 
   o.datasets[0].subsets[0].image_dir = dir.str("missing");

@@ -11,7 +11,9 @@
 
 #include "common/config/job_config.h"
 #include "common/data/dataset.h"
+#include "common/data/dataset_metadata.h"  // kohya_bucket_info_json
 #include "common/data/epoch_plan.h"
+#include "common/util/py_format.h"         // py_float
 
 namespace lf {
 
@@ -36,15 +38,6 @@ struct LoRATrainingFacts {
   std::string reg_dataset_dirs_json;  // ss_reg_dataset_dirs (legacy form only)
   std::string datasets_json;          // ss_datasets, "" in the legacy (folder) form
 };
-
-// kohya ss_bucket_info JSON: {"buckets": {"0": {"resolution": [w, h], "count": n}, ...},
-// "mean_img_ar_error": x}. As kohya, count is the samples of the bucket in an epoch (repeats and
-// regularization samples included, taken from the epoch plan), buckets in sorted order, and the
-// mean |aspect-ratio error| is over images.
-std::string kohya_bucket_info_json(const Dataset& dataset, const EpochPlan& plan);
-
-// Python str(float) of v ("1795993460.0", "0.0001", "1e-05"), the form kohya's metadata uses.
-std::string py_float(double v);
 
 // Builds the ss_* metadata map (all values strings, Python str() style: "True"/"False").
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
