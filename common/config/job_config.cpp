@@ -7,6 +7,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -283,8 +284,14 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   const auto& m = c.model;
   require(!m.pretrained_model_name_or_path.empty(), "model.pretrained_model_name_or_path",
           "a non-empty path to a .safetensors checkpoint", "nothing");
-  require(m.architecture == "tiny" || m.architecture == "sd15", "model.architecture",
-          "one of: tiny, sd15", str(m.architecture));
+  // The worker's lf::model_preset() is the authority; this list mirrors it so a typo fails at
+  // parse time, before any process starts.
+  static const std::vector<std::string> kArchitectures = {"auto", "tiny", "tiny-sd2", "tiny-sdxl",
+                                                          "sd15", "sd2", "sdxl"};
+  require(std::find(kArchitectures.begin(), kArchitectures.end(), m.architecture) !=
+              kArchitectures.end(),
+          "model.architecture", "one of: auto, tiny, tiny-sd2, tiny-sdxl, sd15, sd2, sdxl",
+          str(m.architecture));
   require(!m.tokenizer_vocab.empty(), "model.tokenizer_vocab",
           "a non-empty path to bpe_simple_vocab_16e6.txt.gz", "nothing");
 
@@ -332,6 +339,8 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           std::to_string(t.save_every_n_steps));
   require(t.prior_loss_weight >= 0, "training.prior_loss_weight", "a number >= 0",
           num(t.prior_loss_weight));
+  require(t.clip_skip >= 0, "training.clip_skip",
+          "0 (the model family's default layer) or a layer count >= 1", num(t.clip_skip));
   require(t.max_grad_norm >= 0, "training.max_grad_norm", "a number >= 0 (0 disables clipping)",
           num(t.max_grad_norm));
   require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "training.adam_beta1", "a number in [0, 1)",
@@ -466,6 +475,8 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
       {"model",
        {p.string_field("pretrained_model_name_or_path", &m.pretrained_model_name_or_path),
         p.string_field("architecture", &m.architecture),
+        p.bool_field("v_parameterization", &m.v_parameterization),
+        p.bool_field("disable_mmap_load_safetensors", &m.disable_mmap_load_safetensors),
         p.string_field("tokenizer_vocab", &m.tokenizer_vocab)}},
       {"dataset", dataset_fields},
       {"network",
@@ -485,7 +496,8 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
         p.double_field("max_grad_norm", &t.max_grad_norm),
         p.double_field("adam_beta1", &t.adam_beta1), p.double_field("adam_beta2", &t.adam_beta2),
         p.double_field("adam_epsilon", &t.adam_epsilon),
-        p.double_field("adam_weight_decay", &t.adam_weight_decay)}},
+        p.double_field("adam_weight_decay", &t.adam_weight_decay),
+        p.int_field("clip_skip", &t.clip_skip)}},
       {"output",
        {p.string_field("output_dir", &o.output_dir), p.string_field("output_name", &o.output_name),
         p.int_field("keep_last_n_checkpoints", &o.keep_last_n_checkpoints)}},

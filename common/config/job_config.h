@@ -23,10 +23,18 @@ class ConfigError : public std::runtime_error {
 };
 
 struct ModelSection {
-  // Single-file .safetensors checkpoint in the original (ldm) key layout.
+  // Single-file .safetensors checkpoint in the original (ldm/sgm) key layout: SD 1.x, SD 2.x or
+  // SDXL, as A1111/ComfyUI/kohya use them.
   std::string pretrained_model_name_or_path;
-  // Named architecture preset of the model classes: "tiny" (demo/tests) or "sd15".
-  std::string architecture = "tiny";
+  // Model class preset. "auto" detects the family from the checkpoint's keys and shapes and uses
+  // the full-size preset (sd15, sd2 or sdxl); a name forces one: tiny, tiny-sd2, tiny-sdxl
+  // (tests and demo), sd15, sd2, sdxl.
+  std::string architecture = "auto";
+  // kohya --v_parameterization: the UNet predicts v (SD 2.x 768-v models) instead of the noise.
+  bool v_parameterization = false;
+  // kohya --disable_mmap_load_safetensors: read the checkpoint with plain reads instead of
+  // mapping it (faster or required on some network filesystems).
+  bool disable_mmap_load_safetensors = false;
   // CLIP BPE vocabulary (bpe_simple_vocab_16e6.txt.gz), shipped by open_clip_torch.
   std::string tokenizer_vocab = ".deps/bpe_simple_vocab_16e6.txt.gz";
 };
@@ -86,6 +94,10 @@ struct TrainingSection {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double adam_weight_decay = 0.01;  // torch.optim.AdamW default
+  // kohya/A1111 clip_skip: 0 = the family's default layer (SD1: last, SD2: penultimate + final
+  // LN, SDXL: penultimate of both encoders); k >= 1 takes the output k layers from the end of
+  // the SD1/SD2 encoder, final LN applied, as kohya. Not supported for SDXL (kohya ignores it).
+  int clip_skip = 0;
 };
 
 struct OutputSection {

@@ -126,7 +126,10 @@ TEST(JobConfig, ValidFileParsesEveryKey) {
 
 TEST(JobConfig, MinimalFileKeepsDefaults) {
   const JobConfig c = parse_job_config(kMinimal, "<string>");
-  EXPECT_EQ(c.model.architecture, "tiny");
+  EXPECT_EQ(c.model.architecture, "auto");
+  EXPECT_FALSE(c.model.v_parameterization);
+  EXPECT_FALSE(c.model.disable_mmap_load_safetensors);
+  EXPECT_EQ(c.training.clip_skip, 0);
   EXPECT_EQ(c.model.tokenizer_vocab, ".deps/bpe_simple_vocab_16e6.txt.gz");  // no base_dir
   EXPECT_EQ(c.dataset.resolution_w, 512);
   EXPECT_EQ(c.dataset.resolution_h, 512);
@@ -273,9 +276,22 @@ TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
   EXPECT_EQ(parse_job_config(m + "training:\n  max_train_steps: 0\n  max_train_epochs: 3\n", "j")
                 .training.max_train_epochs,
             3);
-  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\n  architecture: sdxl\n"
+  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\n  architecture: sd3\n"
                      "dataset:\n  train_data_dir: d\n"),
-            "job.yaml:3: key 'model.architecture': expected one of: tiny, sd15, got 'sdxl'");
+            "job.yaml:3: key 'model.architecture': expected one of: auto, tiny, tiny-sd2, "
+            "tiny-sdxl, sd15, sd2, sdxl, got 'sd3'");
+  EXPECT_EQ(error_of(m + "training:\n  clip_skip: -1\n"),
+            "job.yaml:6: key 'training.clip_skip': expected 0 (the model family's default layer) "
+            "or a layer count >= 1, got -1");
+  const JobConfig xl = parse_job_config(
+      "model:\n  pretrained_model_name_or_path: m\n  architecture: sdxl\n"
+      "  v_parameterization: true\n  disable_mmap_load_safetensors: true\n"
+      "dataset:\n  train_data_dir: d\ntraining:\n  clip_skip: 2\n",
+      "j");
+  EXPECT_EQ(xl.model.architecture, "sdxl");
+  EXPECT_TRUE(xl.model.v_parameterization);
+  EXPECT_TRUE(xl.model.disable_mmap_load_safetensors);
+  EXPECT_EQ(xl.training.clip_skip, 2);
   EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\ndataset:\n  train_data_dir:\n"),
             "job.yaml:4: key 'dataset.train_data_dir': expected a non-empty path to a folder of "
             "<num_repeats>_<class tokens> subfolders, got nothing");

@@ -1,11 +1,14 @@
 // safetensors <-> at::Tensor. Data may be unaligned inside the mapping (other writers need not
-// pad the header), so every tensor is copied out with memcpy before torch sees it.
+// pad the header): converted tensors are copied out with memcpy before torch sees them, and
+// zero-copy views (kKeepStoredDtype) are only made of naturally aligned entries.
 #include "worker/io/tensor_file.h"
 
 #include <ATen/ATen.h>
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "common/io/pickle_sniff.h"
@@ -73,15 +76,26 @@ LoadedTensors load_safetensors(const std::string& path, bool use_mmap,
                              ": this is a PyTorch pickle (.ckpt/.pt), which can run code when "
                              "loaded and is refused; convert it to .safetensors first");
   }
-  SafetensorsFile file = SafetensorsFile::open(path, use_mmap);
+  // Shared so that zero-copy views keep the mapping alive after this function returns.
+  auto file = std::make_shared<SafetensorsFile>(SafetensorsFile::open(path, use_mmap));
+  const bool keep = float_dtype == kKeepStoredDtype;
   LoadedTensors out;
-  out.metadata = file.metadata();
-  out.tensors.reserve(file.tensors().size());
-  for (const TensorInfo& info : file.tensors()) {
+  out.metadata = file->metadata();
+  out.tensors.reserve(file->tensors().size());
+  for (const TensorInfo& info : file->tensors()) {
     const at::ScalarType st_type = to_scalar_type(info.dtype, path, info.name);
-    at::Tensor t = at::empty(info.shape, at::TensorOptions().dtype(st_type));
-    if (info.nbytes() > 0) std::memcpy(t.data_ptr(), file.data(info), info.nbytes());
-    if (at::isFloatingType(st_type) && st_type != float_dtype) t = t.to(float_dtype);
+    const uint8_t* src = file->data(info);
+    const auto elem = static_cast<uintptr_t>(dtype_size(info.dtype));
+    at::Tensor t;
+    if (keep && info.nbytes() > 0 && reinterpret_cast<uintptr_t>(src) % elem == 0) {
+      // The mapping is read-only: consumers copy out of these views (load_state_dict does).
+      t = at::from_blob(const_cast<uint8_t*>(src), info.shape, [file](void*) {},
+                        at::TensorOptions().dtype(st_type));
+    } else {
+      t = at::empty(info.shape, at::TensorOptions().dtype(st_type));
+      if (info.nbytes() > 0) std::memcpy(t.data_ptr(), src, info.nbytes());
+      if (!keep && at::isFloatingType(st_type) && st_type != float_dtype) t = t.to(float_dtype);
+    }
     out.tensors.emplace(info.name, std::move(t));
   }
   return out;

@@ -15,8 +15,15 @@ struct LoadedTensors {
   std::map<std::string, std::string> metadata;           // the file's __metadata__
 };
 
+// Pass as float_dtype to keep every tensor in its stored dtype.
+inline constexpr at::ScalarType kKeepStoredDtype = at::ScalarType::Undefined;
+
 // Reads every tensor of a .safetensors file. Floating tensors (F16, BF16, F32, F64) are
-// converted to `float_dtype`; integer and bool tensors keep their type.
+// converted to `float_dtype`; integer and bool tensors keep their type. With kKeepStoredDtype,
+// aligned tensors are zero-copy read-only views of the mapping (use_mmap) or of the read buffer,
+// which stay alive while any of them does: a multi-GB checkpoint is then never duplicated in
+// memory, each tensor being converted only as it is copied into its parameter. Never write to
+// such a tensor.
 // Throws std::runtime_error naming the path when it is missing, is a PyTorch pickle (recognised
 // by content, refused with a hint to convert it), or is not valid safetensors.
 LoadedTensors load_safetensors(const std::string& path, bool use_mmap = true,
