@@ -3,6 +3,8 @@
 // clip_grad_norm_, and SplitMix64 seed mixing.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "core_references.h"
@@ -176,6 +178,39 @@ TEST(LoRAOptimizer, StateRoundTripResumesBitIdentically) {
   state.erase("a.lora_up.weight.exp_avg");
   EXPECT_THROW(fresh.load_state_dict(state, names), std::runtime_error);
   EXPECT_THROW(fresh.state_dict({"only_one"}), std::invalid_argument);
+}
+
+TEST(LoRAOptimizer, LrMultipliersScaleEachGroup) {
+  // kohya unet_lr / text_encoder_lr: one schedule, a per-group lr. AdamW's first step moves a
+  // parameter by lr * g / (|g| + eps) after decoupled decay p * (1 - lr * wd).
+  std::vector<torch::Tensor> p = {torch::ones({2}).requires_grad_(),
+                                  torch::ones({2}).requires_grad_(),
+                                  torch::ones({1}).requires_grad_()};
+  LoRAOptimizer opt(p, AdamWOptions{}, {1.0, 0.5, 0.5});
+  for (auto& t : p) t.mutable_grad() = torch::full_like(t, 0.5);
+  opt.step(0.1);
+  const double g = 0.5 / (0.5 + 1e-8);
+  EXPECT_NEAR(p[0][1].item<double>(), (1.0 - 0.1 * 0.01) - 0.1 * g, 1e-7);
+  EXPECT_NEAR(p[1][0].item<double>(), (1.0 - 0.05 * 0.01) - 0.05 * g, 1e-7);
+  EXPECT_NEAR(p[2][0].item<double>(), (1.0 - 0.05 * 0.01) - 0.05 * g, 1e-7);
+  EXPECT_THROW(LoRAOptimizer(p, AdamWOptions{}, {1.0}), std::invalid_argument);
+}
+
+TEST(DDPMNoiseSchedule, VelocityIsTheVPredictionTarget) {
+  // v = sqrt(abar_t) eps - sqrt(1 - abar_t) x0 (diffusers get_velocity); at t with abar known.
+  const DDPMNoiseSchedule s;
+  const torch::Tensor x0 = torch::tensor({1.0f, -2.0f}).reshape({2, 1});
+  const torch::Tensor eps = torch::tensor({0.5f, 3.0f}).reshape({2, 1});
+  const torch::Tensor t = torch::tensor({0, 999}, torch::kInt64);
+  const torch::Tensor v = s.velocity(x0, eps, t);
+  for (int i = 0; i < 2; ++i) {
+    const double abar = s.alphas_cumprod()[t[i].item<int64_t>()].item<double>();
+    const double want = std::sqrt(abar) * eps[i][0].item<double>() -
+                        std::sqrt(1.0 - abar) * x0[i][0].item<double>();
+    EXPECT_NEAR(v[i][0].item<double>(), want, 1e-6) << i;
+  }
+  EXPECT_THROW(s.velocity(x0, eps, torch::tensor({0, 1000}, torch::kInt64)),
+               std::invalid_argument);
 }
 
 TEST(LoRAOptimizer, ZeroGradAndRequiresGradCheck) {

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -27,26 +30,51 @@ DDPMNoiseSchedule::DDPMNoiseSchedule(int64_t num_train_timesteps, double beta_st
   sqrt_one_minus_alphas_cumprod_ = (1.0 - abar).sqrt().to(torch::kFloat32);
 }
 
-torch::Tensor DDPMNoiseSchedule::add_noise(const torch::Tensor& x0, const torch::Tensor& noise,
-                                           const torch::Tensor& timesteps) const {
+namespace {
+
+// The per-sample coefficients sqrt(abar_t) and sqrt(1 - abar_t), shaped [B, 1, ...] to broadcast
+// over x0, in x0's dtype and device. Throws std::invalid_argument (prefixed by `who`) on bad
+// shapes or out-of-range timesteps.
+std::pair<torch::Tensor, torch::Tensor> coefficients(const char* who, const torch::Tensor& sqrt_a,
+                                                     const torch::Tensor& sqrt_1ma,
+                                                     int64_t num_train_timesteps,
+                                                     const torch::Tensor& x0,
+                                                     const torch::Tensor& noise,
+                                                     const torch::Tensor& timesteps) {
   if (x0.sizes() != noise.sizes() || timesteps.dim() != 1 || x0.dim() < 1 ||
       timesteps.size(0) != x0.size(0)) {
-    throw std::invalid_argument(
-        "DDPMNoiseSchedule::add_noise: need x0 and noise of equal "
-        "shape [B, ...] and timesteps [B]");
+    throw std::invalid_argument(std::string(who) +
+                                ": need x0 and noise of equal shape [B, ...] and timesteps [B]");
   }
   torch::Tensor t = timesteps.to(torch::kCPU, torch::kInt64);
   if (t.numel() > 0 &&
-      (t.min().item<int64_t>() < 0 || t.max().item<int64_t>() >= num_train_timesteps_)) {
-    throw std::invalid_argument("DDPMNoiseSchedule::add_noise: timesteps must be in [0, " +
-                                std::to_string(num_train_timesteps_) + ")");
+      (t.min().item<int64_t>() < 0 || t.max().item<int64_t>() >= num_train_timesteps)) {
+    throw std::invalid_argument(std::string(who) + ": timesteps must be in [0, " +
+                                std::to_string(num_train_timesteps) + ")");
   }
   std::vector<int64_t> shape(x0.dim(), 1);
   shape[0] = x0.size(0);
   const auto opts = torch::TensorOptions().device(x0.device()).dtype(x0.scalar_type());
-  torch::Tensor a = sqrt_alphas_cumprod_.index_select(0, t).view(shape).to(opts);
-  torch::Tensor s = sqrt_one_minus_alphas_cumprod_.index_select(0, t).view(shape).to(opts);
+  return {sqrt_a.index_select(0, t).view(shape).to(opts),
+          sqrt_1ma.index_select(0, t).view(shape).to(opts)};
+}
+
+}  // namespace
+
+torch::Tensor DDPMNoiseSchedule::add_noise(const torch::Tensor& x0, const torch::Tensor& noise,
+                                           const torch::Tensor& timesteps) const {
+  auto [a, s] = coefficients("DDPMNoiseSchedule::add_noise", sqrt_alphas_cumprod_,
+                             sqrt_one_minus_alphas_cumprod_, num_train_timesteps_, x0, noise,
+                             timesteps);
   return a * x0 + s * noise;
+}
+
+torch::Tensor DDPMNoiseSchedule::velocity(const torch::Tensor& x0, const torch::Tensor& noise,
+                                          const torch::Tensor& timesteps) const {
+  auto [a, s] = coefficients("DDPMNoiseSchedule::velocity", sqrt_alphas_cumprod_,
+                             sqrt_one_minus_alphas_cumprod_, num_train_timesteps_, x0, noise,
+                             timesteps);
+  return a * noise - s * x0;
 }
 
 }  // namespace lf

@@ -27,6 +27,11 @@ class DDPMNoiseSchedule {
   torch::Tensor add_noise(const torch::Tensor& x0, const torch::Tensor& noise,
                           const torch::Tensor& timesteps) const;
 
+  // The v-prediction target sqrt(abar_t) noise - sqrt(1 - abar_t) x0 (Salimans & Ho; diffusers
+  // DDPMScheduler.get_velocity), same arguments, shapes and errors as add_noise.
+  torch::Tensor velocity(const torch::Tensor& x0, const torch::Tensor& noise,
+                         const torch::Tensor& timesteps) const;
+
  private:
   int64_t num_train_timesteps_;
   torch::Tensor betas_;

@@ -23,7 +23,8 @@ torch::optim::AdamWParamState& state_of(torch::optim::AdamW& opt, const torch::T
 
 }  // namespace
 
-LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptions& options)
+LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptions& options,
+                             std::vector<double> lr_multipliers)
     : params_(std::move(params)) {
   if (params_.empty()) throw std::invalid_argument("LoRAOptimizer: no parameters");
   for (const auto& p : params_) {
@@ -31,19 +32,38 @@ LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptio
       throw std::invalid_argument("LoRAOptimizer: every parameter must require grad");
     }
   }
-  adamw_ = std::make_unique<torch::optim::AdamW>(
-      params_, torch::optim::AdamWOptions(1e-3)
-                   .betas(std::make_tuple(options.beta1, options.beta2))
-                   .eps(options.eps)
-                   .weight_decay(options.weight_decay)
-                   .amsgrad(false));
+  if (lr_multipliers.empty()) lr_multipliers.assign(params_.size(), 1.0);
+  if (lr_multipliers.size() != params_.size()) {
+    throw std::invalid_argument("LoRAOptimizer: " + std::to_string(lr_multipliers.size()) +
+                                " lr multipliers for " + std::to_string(params_.size()) +
+                                " parameters");
+  }
+  const auto defaults = torch::optim::AdamWOptions(1e-3)
+                            .betas(std::make_tuple(options.beta1, options.beta2))
+                            .eps(options.eps)
+                            .weight_decay(options.weight_decay)
+                            .amsgrad(false);
+  // One torch param group per run of equal multipliers (kohya: a unet_lr group and a
+  // text_encoder_lr group), so the per-group lr is all step() has to set.
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (std::size_t i = 0; i < params_.size();) {
+    std::size_t j = i;
+    while (j < params_.size() && lr_multipliers[j] == lr_multipliers[i]) ++j;
+    groups.emplace_back(std::vector<torch::Tensor>(params_.begin() + static_cast<long>(i),
+                                                   params_.begin() + static_cast<long>(j)),
+                        std::make_unique<torch::optim::AdamWOptions>(defaults));
+    group_multipliers_.push_back(lr_multipliers[i]);
+    i = j;
+  }
+  adamw_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
 }
 
 LoRAOptimizer::~LoRAOptimizer() = default;
 
 void LoRAOptimizer::step(double lr) {
-  for (auto& group : adamw_->param_groups()) {
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  auto& groups = adamw_->param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(lr * group_multipliers_[g]);
   }
   adamw_->step();
 }

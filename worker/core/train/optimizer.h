@@ -27,14 +27,18 @@ struct AdamWOptions {
 
 class LoRAOptimizer {
  public:
-  // `params` are the trainable tensors (e.g. LoRANetwork::parameters()), all in one group.
-  // Throws std::invalid_argument if params is empty or a tensor does not require grad.
-  LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptions& options);
+  // `params` are the trainable tensors (e.g. LoRANetwork::parameters()). lr_multipliers (one per
+  // parameter, empty = all 1) scale step()'s lr per parameter, as kohya's separate unet_lr and
+  // text_encoder_lr groups (multiplier = group lr / learning_rate) follow one schedule.
+  // Throws std::invalid_argument if params is empty, a tensor does not require grad, or the
+  // multiplier count differs from the parameter count.
+  LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptions& options,
+                std::vector<double> lr_multipliers = {});
   ~LoRAOptimizer();
   LoRAOptimizer(const LoRAOptimizer&) = delete;
   LoRAOptimizer& operator=(const LoRAOptimizer&) = delete;
 
-  // Sets lr on every group, then one AdamW step (params without grad are skipped).
+  // Sets lr x multiplier on every group, then one AdamW step (params without grad are skipped).
   void step(double lr);
   // Resets every parameter's grad to undefined (set_to_none, like torch's default); grads may
   // be views (e.g. of a flat all-reduce buffer).
@@ -60,6 +64,7 @@ class LoRAOptimizer {
  private:
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::AdamW> adamw_;
+  std::vector<double> group_multipliers_;  // per torch param group
 };
 
 // Global L2 norm of the grads of `params` (undefined grads skipped), computed as
