@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Regenerates every fixture of the Python oracle under tests/fixtures/oracle/ (see README.md).
+# Idempotent: builds lorafleet-make-checkpoint only when missing, installs the pinned oracle
+# packages into .venv only when missing, and replaces a fixture only when its content changed.
+# Usage: tests/oracle/regen.sh [BUILD_DIR]   (default: build; env PYTHON overrides .venv/bin/python)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${1:-${ROOT}/build}"
+[[ "${BUILD}" = /* ]] || BUILD="${ROOT}/${BUILD}"
+PY="${PYTHON:-${ROOT}/.venv/bin/python}"
+ORACLE="${ROOT}/tests/oracle"
+OUT="${ROOT}/tests/fixtures/oracle"
+TOOL="${BUILD}/worker/lorafleet-make-checkpoint"
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
+
+if [[ ! -x "${TOOL}" ]]; then
+  [[ -f "${BUILD}/CMakeCache.txt" ]] || cmake -S "${ROOT}" -B "${BUILD}" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release
+  cmake --build "${BUILD}" --target lorafleet-make-checkpoint
+fi
+if ! "${PY}" - <<'PYEOF'
+import importlib.metadata as m, sys
+want = {"diffusers": "0.42.1", "transformers": "5.24.0", "open_clip_torch": "3.3.0",
+        "torchvision": "0.26.0", "peft": "0.21.2"}
+bad = []
+for n, v in want.items():
+    try:
+        if m.version(n) != v: bad.append(n)
+    except m.PackageNotFoundError:
+        bad.append(n)
+for n in ["accelerate", "ftfy", "pyyaml", "safetensors"]:
+    try: m.version(n)
+    except m.PackageNotFoundError: bad.append(n)
+sys.exit(1 if bad else 0)
+PYEOF
+then
+  "${PY}" -m pip install -r "${ORACLE}/requirements.txt"
+fi
+
+TMP="$(mktemp -d)"
+trap 'rm -rf "${TMP}"' EXIT
+mkdir -p "${OUT}"
+
+# install NEW DEST: keep DEST when it holds the same content (see same_fixture.py).
+install_fixture() {
+  if [[ -f "$2" ]] && "${PY}" "${ORACLE}/same_fixture.py" "$1" "$2"; then
+    echo "unchanged: ${2#${ROOT}/}"
+  else
+    cp "$1" "$2" && chmod 644 "$2" && echo "updated:   ${2#${ROOT}/}"
+  fi
+}
+
+# The tool's preset flag: --preset (new) or --architecture (before the SD2/SDXL presets).
+if "${TOOL}" --help 2>&1 | grep -q -- "--preset"; then FLAG=--preset; else FLAG=--architecture; fi
+SEED=1234
+
+# 1. Tiny parity fixtures, one per preset the tool knows.
+for preset in tiny tiny-sd2 tiny-sdxl; do
+  if ! "${TOOL}" "${FLAG}" "${preset}" --seed "${SEED}" --output "${TMP}/${preset}.ckpt.safetensors" \
+       --force >/dev/null 2>"${TMP}/err"; then
+    echo "skipped:   ${preset} (lorafleet-make-checkpoint: $(head -c 200 "${TMP}/err"))"
+    continue
+  fi
+  nice "${PY}" "${ORACLE}/make_parity_fixture.py" --preset "${preset}" \
+    --checkpoint "${TMP}/${preset}.ckpt.safetensors" --output "${TMP}/${preset}.safetensors"
+  install_fixture "${TMP}/${preset}.safetensors" "${OUT}/${preset}.safetensors"
+done
+
+# 2. Tokenizer ids and the DDPM / v-prediction schedule.
+nice "${PY}" "${ORACLE}/make_tokenizer_fixture.py" --output "${TMP}/tokenizer_open_clip.json"
+install_fixture "${TMP}/tokenizer_open_clip.json" "${OUT}/tokenizer_open_clip.json"
+nice "${PY}" "${ORACLE}/make_schedule_fixture.py" --output "${TMP}/ddpm_v_prediction.safetensors"
+install_fixture "${TMP}/ddpm_v_prediction.safetensors" "${OUT}/ddpm_v_prediction.safetensors"
+
+# 3. Full-size key listings and reference parameter counts (no weights materialised when the
+#    tool has --keys-only; otherwise sd15 is written in full to a temp file, ~4 GB, ~1 min).
+for preset in sd15 sdxl; do
+  if "${TOOL}" --help 2>&1 | grep -q -- "--keys-only"; then
+    if ! "${TOOL}" "${FLAG}" "${preset}" --keys-only --output "${TMP}/${preset}.keys" --force \
+         >/dev/null 2>"${TMP}/err"; then
+      echo "skipped:   ${preset} keys ($(head -c 200 "${TMP}/err"))"; continue
+    fi
+  elif [[ "${preset}" == sd15 ]]; then
+    "${TOOL}" "${FLAG}" sd15 --seed 1 --output "${TMP}/sd15.full.safetensors" --force >/dev/null
+    "${PY}" - "${TMP}/sd15.full.safetensors" "${TMP}/sd15.keys" <<'PYEOF'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+with open(sys.argv[2], "w") as o:
+    for k in sorted(k for k in header if k != "__metadata__"):
+        o.write(k + "\t" + ",".join(map(str, header[k]["shape"])) + "\n")
+PYEOF
+    rm -f "${TMP}/sd15.full.safetensors"
+  else
+    echo "skipped:   ${preset} keys (lorafleet-make-checkpoint has no --keys-only)"; continue
+  fi
+  nice "${PY}" "${ORACLE}/check_full_size.py" --preset "${preset}" --keys "${TMP}/${preset}.keys" \
+    --write
+done
+echo "done; review 'git status tests/fixtures/oracle' and rerun the C++ oracle tests"
