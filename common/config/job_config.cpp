@@ -104,6 +104,18 @@ class Parser {
               *target = d;
             }};
   }
+  // Unset (or a null value) stays std::nullopt.
+  Field optional_double_field(const std::string& key, std::optional<double>* target) {
+    return {key, [this, key, target](const YAML::Node& v, const std::string& k, int line) {
+              if (v.IsNull()) {
+                target->reset();
+                return;
+              }
+              double d = 0;
+              double_field(key, &d).set(v, k, line);
+              *target = d;
+            }};
+  }
   Field bool_field(const std::string& key, bool* target) {
     return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
               *target = scalar_as<bool>(v, k, line, "true or false");
@@ -317,6 +329,19 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   require(n.network_alpha >= 0, "network.network_alpha", "a number >= 0", num(n.network_alpha));
   // kohya LoRAModule: alpha 0 (or None) means alpha = network_dim, i.e. scale 1.
   if (n.network_alpha == 0) n.network_alpha = n.network_dim;
+  require(n.conv_dim >= 0, "network.conv_dim", "an integer >= 0 (0 = no conv LoRA)",
+          std::to_string(n.conv_dim));
+  require(n.conv_alpha >= 0, "network.conv_alpha", "a number >= 0", num(n.conv_alpha));
+  if (n.conv_alpha == 0) n.conv_alpha = n.conv_dim;  // kohya LoRAModule: 0 means the rank
+  require(!(n.network_train_unet_only && n.network_train_text_encoder_only),
+          "network.network_train_text_encoder_only",
+          "not both network_train_unet_only and network_train_text_encoder_only (nothing would "
+          "be trained)",
+          "both true");
+  for (const auto& lr : {std::make_pair("network.unet_lr", n.unet_lr),
+                         std::make_pair("network.text_encoder_lr", n.text_encoder_lr)}) {
+    if (lr.second) require(*lr.second >= 0, lr.first, "a number >= 0", num(*lr.second));
+  }
 
   const auto& t = c.training;
   require(t.train_batch_size >= 1, "training.train_batch_size", "an integer >= 1",
@@ -482,7 +507,12 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
       {"network",
        {p.int_field("network_dim", &n.network_dim),
         p.double_field("network_alpha", &n.network_alpha),
-        p.string_field("network_weights", &n.network_weights)}},
+        p.string_field("network_weights", &n.network_weights),
+        p.int_field("conv_dim", &n.conv_dim), p.double_field("conv_alpha", &n.conv_alpha),
+        p.bool_field("network_train_unet_only", &n.network_train_unet_only),
+        p.bool_field("network_train_text_encoder_only", &n.network_train_text_encoder_only),
+        p.optional_double_field("unet_lr", &n.unet_lr),
+        p.optional_double_field("text_encoder_lr", &n.text_encoder_lr)}},
       {"training",
        {p.u64_field("seed", &t.seed), p.int_field("train_batch_size", &t.train_batch_size),
         p.int_field("gradient_accumulation_steps", &t.gradient_accumulation_steps),

@@ -74,6 +74,17 @@ struct NetworkSection {
   int network_dim = 4;          // LoRA rank
   double network_alpha = 1.0;   // scale = network_alpha / network_dim (kohya default 1.0)
   std::string network_weights;  // existing kohya LoRA to continue from (empty: fresh init)
+  // kohya network_args conv_dim / conv_alpha (LoCon): rank and alpha of the 3x3 convs in
+  // ResBlocks / Downsample / Upsample; conv_dim 0 = off. conv_alpha defaults to 1.0 as kohya's
+  // create_network does when conv_dim is given; 0 means conv_dim.
+  int conv_dim = 0;
+  double conv_alpha = 1.0;
+  bool network_train_unet_only = false;          // kohya --network_train_unet_only
+  bool network_train_text_encoder_only = false;  // kohya --network_train_text_encoder_only
+  // kohya --unet_lr / --text_encoder_lr: unset means training.learning_rate; 0 leaves that part's
+  // LoRA applied but untrained (kohya drops the parameter group).
+  std::optional<double> unet_lr;
+  std::optional<double> text_encoder_lr;
 };
 
 struct TrainingSection {

@@ -170,6 +170,44 @@ TEST(JobConfig, ScalarResolutionAndKohyaNormalisations) {
   EXPECT_DOUBLE_EQ(c.network.network_alpha, 16.0);     // kohya: alpha 0 means network_dim
 }
 
+TEST(JobConfig, NetworkConvLoRATrainPartsAndLearningRates) {
+  const std::string m(kMinimal);
+  JobConfig c = parse_job_config(m, "j.yaml");
+  EXPECT_EQ(c.network.conv_dim, 0);
+  EXPECT_DOUBLE_EQ(c.network.conv_alpha, 1.0);  // kohya create_network default
+  EXPECT_FALSE(c.network.network_train_unet_only);
+  EXPECT_FALSE(c.network.network_train_text_encoder_only);
+  EXPECT_FALSE(c.network.unet_lr.has_value());  // unset: training.learning_rate
+  EXPECT_FALSE(c.network.text_encoder_lr.has_value());
+  c = parse_job_config(m + "network:\n  conv_dim: 8\n  conv_alpha: 0\n"
+                           "  network_train_unet_only: true\n  unet_lr: 0.0002\n"
+                           "  text_encoder_lr: 0\n",
+                       "j.yaml");
+  EXPECT_EQ(c.network.conv_dim, 8);
+  EXPECT_DOUBLE_EQ(c.network.conv_alpha, 8.0);  // 0 means conv_dim, as network_alpha
+  EXPECT_TRUE(c.network.network_train_unet_only);
+  EXPECT_DOUBLE_EQ(c.network.unet_lr.value(), 0.0002);
+  EXPECT_DOUBLE_EQ(c.network.text_encoder_lr.value(), 0.0);
+  c = parse_job_config(m + "network:\n  conv_dim: 4\n  conv_alpha: 2\n  unet_lr:\n", "j.yaml");
+  EXPECT_DOUBLE_EQ(c.network.conv_alpha, 2.0);
+  EXPECT_FALSE(c.network.unet_lr.has_value());
+
+  EXPECT_EQ(error_of(m + "network:\n  conv_dim: -1\n"),
+            "job.yaml:6: key 'network.conv_dim': expected an integer >= 0 (0 = no conv LoRA), "
+            "got -1");
+  EXPECT_EQ(error_of(m + "network:\n  conv_alpha: -2\n"),
+            "job.yaml:6: key 'network.conv_alpha': expected a number >= 0, got -2");
+  EXPECT_EQ(error_of(m + "network:\n  unet_lr: -0.5\n"),
+            "job.yaml:6: key 'network.unet_lr': expected a number >= 0, got -0.5");
+  EXPECT_EQ(error_of(m + "network:\n  text_encoder_lr: abc\n"),
+            "job.yaml:6: key 'network.text_encoder_lr': expected a number, got 'abc'");
+  EXPECT_EQ(error_of(m + "network:\n  network_train_unet_only: true\n"
+                         "  network_train_text_encoder_only: true\n"),
+            "job.yaml:7: key 'network.network_train_text_encoder_only': expected not both "
+            "network_train_unet_only and network_train_text_encoder_only (nothing would be "
+            "trained), got both true");
+}
+
 TEST(JobConfig, LorafleetDatasetKeys) {
   const JobConfig c = parse_job_config(std::string(kMinimal) +
                                            "  on_bad_image: skip\n"

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <set>
+#include <type_traits>
 
 #include <torch/torch.h>
 
 #include "core_references.h"
 #include "core_test_util.h"
 #include "lora/lora_network.h"
+#include "model/clip_text_model.h"
 #include "model/model_config.h"
 #include "model/unet.h"
 #include "train/seeding.h"
@@ -261,6 +263,177 @@ TEST_F(TinyLoRA, DestructorDetachesAdapters) {
     EXPECT_THROW(LoRANetwork(unet_, 4, 1.0, gen), std::invalid_argument);  // already attached
   }
   EXPECT_TRUE(torch::equal(run(), base));
+}
+
+CLIPTextModel small_clip(int64_t layers) {
+  CLIPTextConfig c = model_preset("tiny").text;
+  c.num_layers = layers;
+  CLIPTextModel m(c);
+  return m;
+}
+
+TEST_F(TinyLoRA, TextEncoderModulesPerFamilyAndParameterGroups) {
+  LoRANetworkOptions o;
+  o.network_dim = 4;
+  o.network_alpha = 2.0;
+  // SD 1.5-like: one 12-layer encoder, prefix lora_te: 72 modules (+ 84 UNet ones).
+  at::Generator gen = make_cpu_generator(5);
+  auto sd1 = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
+                                           std::vector<LoRATextEncoderTarget>{{small_clip(12), "lora_te", 0}},
+                                           o, gen);
+  EXPECT_EQ(sd1->module_names().size(), 84u + 72u);
+  EXPECT_EQ(sd1->module_names()[0], "lora_te_text_model_encoder_layers_0_mlp_fc1");
+  EXPECT_EQ(sd1->unet_parameters().size(), 2u * 84u);
+  EXPECT_EQ(sd1->text_encoder_parameters().size(), 2u * 72u);
+  EXPECT_TRUE(sd1->text_encoder_parameters()[0].is_same(sd1->parameters()[0]));
+  auto sd = sd1->state_dict();
+  EXPECT_EQ(sd.at("lora_te_text_model_encoder_layers_11_self_attn_q_proj.lora_down.weight").sizes(),
+            torch::IntArrayRef({4, 64}));
+  EXPECT_EQ(sd.at("lora_te_text_model_encoder_layers_11_mlp_fc1.lora_up.weight").sizes(),
+            torch::IntArrayRef({128, 4}));
+  EXPECT_EQ(sd.at("lora_te_text_model_encoder_layers_11_mlp_fc2.alpha").item<float>(), 2.0f);
+  sd1.reset();
+  // SDXL-like: te1 (12 layers) 72 + te2 (32 layers) 192; UNet only / TE only options.
+  std::vector<LoRATextEncoderTarget> xl{{small_clip(12), "lora_te1", 0}, {small_clip(32), "lora_te2", 0}};
+  o.train_unet = false;
+  auto te_only = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, true), xl, o, gen);
+  EXPECT_EQ(te_only->module_names().size(), 72u + 192u);
+  EXPECT_EQ(te_only->module_names().back(), "lora_te2_text_model_encoder_layers_9_self_attn_v_proj");
+  EXPECT_TRUE(te_only->unet_parameters().empty());
+  EXPECT_EQ(te_only->key_context().text_encoder_prefixes, (std::vector<std::string>{"lora_te1", "lora_te2"}));
+  te_only.reset();
+  o.train_unet = true;
+  o.train_text_encoder = false;
+  auto unet_only = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false), xl, o, gen);
+  EXPECT_EQ(unet_only->module_names().size(), 84u);
+  unet_only.reset();
+  // SD 2.x as kohya converts it: 23 of 24 open_clip layers.
+  o.train_text_encoder = true;
+  o.train_unet = false;
+  auto sd2 = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
+                                           std::vector<LoRATextEncoderTarget>{{small_clip(24), "lora_te", 23}},
+                                           o, gen);
+  EXPECT_EQ(sd2->module_names().size(), 138u);
+  sd2.reset();
+  o.train_unet = false;
+  o.train_text_encoder = false;
+  EXPECT_THROW(LoRANetwork(unet_, unet_lora_naming(unet_, false), xl, o, gen),
+               std::invalid_argument);
+}
+
+TEST_F(TinyLoRA, NamingFactsComeFromTheModuleTree) {
+  const UNetLoRANaming n = unet_lora_naming(unet_, false);
+  EXPECT_FALSE(n.ldm_names);
+  EXPECT_EQ(n.num_res_blocks, 1);
+  EXPECT_EQ(n.level_has_attention, (std::vector<bool>{true, true}));
+}
+
+TEST_F(TinyLoRA, ConvDimNeedsLoRACompatibleResBlockConvs) {
+  LoRANetworkOptions o;
+  o.conv_dim = 2;
+  o.conv_alpha = 1.0;
+  at::Generator gen = make_cpu_generator(5);
+  if (std::is_same<LoRAConvLayerImpl, LoRACompatibleConv1x1Impl>::value) {
+    // Today's UNet keeps ResBlock convs as plain Conv2d: LoCon is refused, not silently dropped.
+    try {
+      LoRANetwork(unet_, unet_lora_naming(unet_, false), {}, o, gen);
+      FAIL();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("LoCon"), std::string::npos) << e.what();
+    }
+  } else {
+    // With LoRACompatibleConv ResBlocks: tiny (L = 1, 2 levels) has 7 ResBlocks x 3 + 4
+    // shortcuts + 1 down + 1 up = 27 LoCon modules on top of the 84 transformer ones.
+    LoRANetwork lora(unet_, unet_lora_naming(unet_, false), {}, o, gen);
+    EXPECT_EQ(lora.module_names().size(), 84u + 27u);
+    auto sd = lora.state_dict();
+    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight").sizes(),
+              torch::IntArrayRef({2, 32, 3, 3}));
+    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.lora_up.weight").sizes(),
+              torch::IntArrayRef({32, 2, 1, 1}));
+    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.alpha").item<float>(), 1.0f);
+    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_time_emb_proj.lora_down.weight").sizes(),
+              torch::IntArrayRef({4, 128}));
+    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_downsamplers_0_conv.lora_down.weight").sizes(),
+              torch::IntArrayRef({2, 32, 3, 3}));
+  }
+}
+
+// A PEFT/diffusers file made from network A (proj_in/out stored as Linear [r, in]) loads into
+// network B with exactly A's weights and the metadata alpha.
+TEST_F(TinyLoRA, LoadWeightsFromPeftLayoutReshapesLinearProjAndKeepsMissingModules) {
+  auto a = make(4, 1.0, 3);
+  std::map<std::string, torch::Tensor> peft_file, expected;
+  const UNetLoRANaming naming = unet_lora_naming(unet_, false);
+  auto sd = a->state_dict();
+  size_t skipped = 0;
+  for (const auto& m : unet_->named_modules("", false)) {
+    if (!m.value()->as<LoRACompatibleLinearImpl>() && !m.value()->as<LoRACompatibleConv1x1Impl>()) {
+      continue;
+    }
+    const std::string name = kohya_unet_lora_name(m.key(), naming).name;
+    if (name.find("up_blocks_1_attentions_1") != std::string::npos) {
+      ++skipped;  // left out of the file: keeps B's init
+      continue;
+    }
+    const std::string p = "unet." + ldm_to_diffusers_unet_path(m.key(), naming);
+    torch::Tensor down = sd.at(name + ".lora_down.weight").clone();
+    torch::Tensor up = test::reference_values(name, sd.at(name + ".lora_up.weight").sizes().vec());
+    peft_file[p + ".lora_A.weight"] = down.flatten(1);  // [r, in]: Linear spelling
+    peft_file[p + ".lora_B.weight"] = up.flatten(1);
+    expected[name + ".lora_down.weight"] = down;
+    expected[name + ".lora_up.weight"] = up;
+  }
+  EXPECT_EQ(skipped, 12u);
+  a.reset();
+  auto b = make(4, 1.0, 99);
+  const auto b_before = b->state_dict();
+  PeftAdapterConfig cfg;
+  cfg.lora_alpha = 8;
+  const LoRALoadReport report = b->load_weights(peft_file, {{"unet", cfg}});
+  EXPECT_EQ(report.loaded_modules, 72u);
+  EXPECT_EQ(report.missing_modules.size(), 12u);
+  EXPECT_EQ(report.variants, "PEFT/diffusers (lora_A/lora_B)");
+  auto loaded = b->state_dict();
+  for (const auto& kv : expected) EXPECT_TRUE(torch::equal(loaded.at(kv.first), kv.second)) << kv.first;
+  EXPECT_EQ(loaded.at(std::string(kToQ) + ".alpha").item<float>(), 8.0f);
+  const std::string kept = "lora_unet_up_blocks_1_attentions_1_proj_in";
+  EXPECT_TRUE(torch::equal(loaded.at(kept + ".lora_down.weight"), b_before.at(kept + ".lora_down.weight")));
+  EXPECT_EQ(loaded.at(kept + ".alpha").item<float>(), 1.0f);
+}
+
+TEST_F(TinyLoRA, LoadWeightsRefusesUnmatchedKeysAndOtherFamilies) {
+  auto lora = make();
+  auto sd = lora->state_dict();
+  sd["lora_unet_down_blocks_0_attentions_0_transformer_blocks_7_attn1_to_q.lora_down.weight"] =
+      torch::zeros({4, 32});
+  sd["lora_unet_down_blocks_0_attentions_0_transformer_blocks_7_attn1_to_q.lora_up.weight"] =
+      torch::zeros({32, 4});
+  try {
+    lora->load_weights(sd);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("3 keys match no module of the network: "
+                        "lora_unet_down_blocks_0_attentions_0_transformer_blocks_7_attn1_to_q.alpha"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("look made for"), std::string::npos) << what;
+  }
+  const std::map<std::string, torch::Tensor> xl = {
+      {"lora_unet_input_blocks_4_1_proj_in.lora_down.weight", torch::zeros({4, 640})},
+      {"lora_unet_input_blocks_4_1_proj_in.lora_up.weight", torch::zeros({640, 4})}};
+  try {
+    lora->load_weights(xl);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the keys look made for SDXL, but the model is SD 1.x/2.x"),
+              std::string::npos)
+        << e.what();
+  }
+  // Refused variants propagate from the normaliser.
+  EXPECT_THROW(lora->load_weights({{"lora_unet_x.hada_w1_a", torch::zeros({2, 2})}}),
+               std::runtime_error);
 }
 
 }  // namespace

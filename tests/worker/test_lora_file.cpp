@@ -138,5 +138,95 @@ TEST(LoRAFile, SavedFileRoundTripsWithSshsHashes) {
   fs::remove_all(dir);
 }
 
+TEST(LoRAFile, MetadataPerFamily) {
+  JobConfig c = demo_config();
+  LoRATrainingFacts f;
+  auto m = kohya_lora_metadata(c, f);  // sd1 by default
+  EXPECT_EQ(m.at("ss_v2"), "False");
+  EXPECT_EQ(m.at("modelspec.implementation"), "diffusers");
+  EXPECT_EQ(m.at("modelspec.prediction_type"), "epsilon");
+  EXPECT_EQ(m.at("modelspec.sai_model_spec"), "1.0.1");
+  EXPECT_EQ(m.at("modelspec.title"), "mine");
+  EXPECT_EQ(m.at("ss_clip_skip"), "None");
+  EXPECT_EQ(m.count("modelspec.encoder_layer"), 0u);
+  EXPECT_EQ(m.count("ss_network_args"), 0u);
+  EXPECT_EQ(m.at("ss_unet_lr"), "None");
+  EXPECT_EQ(m.at("ss_text_encoder_lr"), "None");
+  const std::string date = m.at("modelspec.date");  // e.g. 2025-01-31T12:34:56
+  ASSERT_EQ(date.size(), 19u) << date;
+  EXPECT_EQ(date[4], '-');
+  EXPECT_EQ(date[10], 'T');
+  EXPECT_EQ(date[16], ':');
+
+  f.family = "sd2";
+  m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_v2"), "True");
+  EXPECT_EQ(m.at("ss_base_model_version"), "sd_v2");
+  EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v2-512/lora");
+  f.v_parameterization = true;
+  f.clip_skip = 2;
+  m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_base_model_version"), "sd_v2_v");
+  EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v2-768-v/lora");
+  EXPECT_EQ(m.at("modelspec.prediction_type"), "v");
+  EXPECT_EQ(m.at("modelspec.implementation"), "diffusers");
+  EXPECT_EQ(m.at("ss_clip_skip"), "2");
+  EXPECT_EQ(m.at("modelspec.encoder_layer"), "2");
+
+  f = LoRATrainingFacts{};
+  f.family = "sdxl";
+  c.network.conv_dim = 4;
+  c.network.conv_alpha = 1.0;
+  c.network.unet_lr = 0.0001;
+  c.network.text_encoder_lr = 5e-05;
+  m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_v2"), "False");
+  EXPECT_EQ(m.at("ss_base_model_version"), "sdxl_base_v1-0");
+  EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-xl-v1-base/lora");
+  EXPECT_EQ(m.at("modelspec.implementation"), "https://github.com/Stability-AI/generative-models");
+  EXPECT_EQ(m.at("ss_network_args"), "{\"conv_dim\": \"4\", \"conv_alpha\": \"1.0\"}");
+  EXPECT_EQ(m.at("ss_unet_lr"), "0.0001");
+  EXPECT_EQ(m.at("ss_text_encoder_lr"), "5e-05");
+
+  f.family = "sd3";
+  EXPECT_THROW(kohya_lora_metadata(c, f), std::invalid_argument);
+}
+
+TEST(LoRAFile, SaveRefusesAHeaderOverTheSafetensorsLimit) {
+  const fs::path dir = fs::temp_directory_path() / ("lf_lora_cap_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "big.safetensors").string();
+  std::map<std::string, at::Tensor> state = {{"lora_unet_a.alpha", torch::tensor(2.0f)}};
+  // Just under the limit is written (the bound counts the other keys' bytes too).
+  save_kohya_lora(path, state, {{"ss_tag_frequency", std::string(99000000, 'x')}});
+  EXPECT_TRUE(fs::exists(path));
+  fs::remove(path);
+  try {
+    save_kohya_lora(path, state, {{"ss_tag_frequency", std::string(100000000, 'x')}});
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("over the safetensors limit of 100000000"), std::string::npos) << what;
+    EXPECT_NE(what.find("ss_tag_frequency"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(path));
+  fs::remove_all(dir);
+}
+
+TEST(LoRAFile, PeftAdapterMetadataParses) {
+  const auto m = parse_peft_adapter_metadata(
+      "{\"unet.lora_alpha\": 8, \"unet.r\": 4, \"unet.alpha_pattern\": {\"attn1.to_q\": 2}, "
+      "\"text_encoder_2.lora_alpha\": 16.5, \"text_encoder_2.use_rslora\": true, "
+      "\"lora_alpha\": 3, \"target_modules\": [\"to_q\"]}");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.at("unet").lora_alpha, 8.0);
+  EXPECT_EQ(m.at("unet").r, 4);
+  EXPECT_EQ(m.at("unet").alpha_pattern.at("attn1.to_q"), 2.0);
+  EXPECT_EQ(m.at("text_encoder_2").lora_alpha, 16.5);
+  EXPECT_TRUE(m.at("text_encoder_2").use_rslora);
+  EXPECT_EQ(m.at("").lora_alpha, 3.0);
+  EXPECT_THROW(parse_peft_adapter_metadata("{oops"), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace lf

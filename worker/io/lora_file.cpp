@@ -10,6 +10,9 @@
 #include <cstring>
 #include <ctime>
 #include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "common/io/sha256.h"
 #include "common/io/safetensors.h"
@@ -25,6 +28,20 @@ std::string basename_of(const std::string& path) {
   return pos == std::string::npos ? path : path.substr(pos + 1);
 }
 
+std::string optional_lr(const std::optional<double>& lr) { return lr ? py_float(*lr) : "None"; }
+
+// The JSON text of a string, as json.dumps writes it.
+std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// ISO 8601 local time without microseconds, as datetime.fromtimestamp(t).isoformat().
+std::string iso_local_time(std::time_t t) {
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
 }  // namespace
 
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
@@ -36,8 +53,9 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_training_finished_at"] = py_float(static_cast<double>(std::time(nullptr)));
   m["ss_output_name"] = c.output.output_name;
   m["ss_learning_rate"] = py_float(tr.learning_rate);
-  m["ss_unet_lr"] = py_float(tr.learning_rate);
-  m["ss_text_encoder_lr"] = "None";
+  // kohya writes args.unet_lr / args.text_encoder_lr as given (None when unset).
+  m["ss_unet_lr"] = optional_lr(c.network.unet_lr);
+  m["ss_text_encoder_lr"] = optional_lr(c.network.text_encoder_lr);
   m["ss_num_train_images"] = std::to_string(f.num_train_images);
   m["ss_num_reg_images"] = std::to_string(f.num_reg_images);
   m["ss_num_batches_per_epoch"] = std::to_string(f.num_batches_per_epoch);
@@ -51,11 +69,27 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_network_dim"] = std::to_string(c.network.network_dim);
   m["ss_network_alpha"] = py_float(c.network.network_alpha);
   m["ss_network_dropout"] = "None";
+  if (c.network.conv_dim > 0) {
+    // json.dumps of kohya's network_args dict, whose values are the "key=value" strings.
+    m["ss_network_args"] = "{" + json_string("conv_dim") + ": " +
+                           json_string(std::to_string(c.network.conv_dim)) + ", " +
+                           json_string("conv_alpha") + ": " +
+                           json_string(py_float(c.network.conv_alpha)) + "}";
+  }
   m["ss_mixed_precision"] = "no";
   m["ss_full_fp16"] = "False";
-  m["ss_v2"] = "False";
-  m["ss_base_model_version"] = "sd_v1";
-  m["ss_clip_skip"] = "None";
+  const bool sdxl = f.family == "sdxl", v2 = f.family == "sd2";
+  if (!sdxl && !v2 && f.family != "sd1") {
+    throw std::invalid_argument("kohya_lora_metadata: unknown model family '" + f.family +
+                                "' (expected sd1, sd2 or sdxl)");
+  }
+  m["ss_v2"] = py_bool(v2);
+  // kohya model_util.get_model_version_str_for_sd1_sd2 / sdxl_model_util.MODEL_VERSION_SDXL_BASE_V1_0
+  m["ss_base_model_version"] = sdxl ? std::string("sdxl_base_v1-0")
+                                    : std::string(v2 ? "sd_v2" : "sd_v1") +
+                                          (f.v_parameterization ? "_v" : "");
+  m["ss_clip_skip"] = f.clip_skip > 0 ? std::to_string(f.clip_skip) : "None";
+  m["ss_max_token_length"] = "None";
   m["ss_cache_latents"] = "True";
   m["ss_seed"] = std::to_string(tr.seed);
   m["ss_gradient_checkpointing"] = "False";
@@ -109,16 +143,49 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_caption_tag_dropout_rate"] = py_float(sub0.caption.caption_tag_dropout_rate);
   // ModelSpec 1.0.1 basics (kohya sai_model_spec).
   m["modelspec.sai_model_spec"] = "1.0.1";
-  m["modelspec.architecture"] = "stable-diffusion-v1/lora";
-  m["modelspec.implementation"] = "diffusers";
+  m["modelspec.architecture"] =
+      std::string(sdxl ? "stable-diffusion-xl-v1-base"
+                       : v2 ? (f.v_parameterization ? "stable-diffusion-v2-768-v"
+                                                    : "stable-diffusion-v2-512")
+                            : "stable-diffusion-v1") +
+      "/lora";
+  m["modelspec.implementation"] =
+      sdxl ? "https://github.com/Stability-AI/generative-models" : "diffusers";
   m["modelspec.title"] = c.output.output_name;
+  m["modelspec.date"] = iso_local_time(std::time(nullptr));
   m["modelspec.resolution"] = std::to_string(b.resolution_w) + "x" + std::to_string(b.resolution_h);
-  m["modelspec.prediction_type"] = "epsilon";
+  m["modelspec.prediction_type"] = f.v_parameterization ? "v" : "epsilon";
+  if (f.clip_skip > 0) m["modelspec.encoder_layer"] = std::to_string(f.clip_skip);
   return m;
 }
 
 void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,
                      std::map<std::string, std::string> metadata) {
+  // Upper bound of the header: the metadata serialised alone, plus per tensor its JSON-escaped
+  // name and at most 160 bytes of dtype / shape / offsets, plus the sshs keys still to come.
+  {
+    SafetensorsWriter meta_only;
+    meta_only.set_metadata(metadata);
+    std::size_t bound = meta_only.header().size() + 256;
+    for (const auto& [name, tensor] : lora_state) {
+      bound += json_string(name).size() + 160 + 24 * static_cast<std::size_t>(tensor.dim());
+    }
+    if (bound > kMaxSafetensorsHeaderBytes) {
+      std::string largest;
+      std::size_t largest_size = 0;
+      for (const auto& [k, v] : metadata) {
+        if (v.size() > largest_size) {
+          largest = k;
+          largest_size = v.size();
+        }
+      }
+      throw std::runtime_error(path + ": the LoRA file header would take up to " +
+                               std::to_string(bound) + " bytes, over the safetensors limit of " +
+                               std::to_string(kMaxSafetensorsHeaderBytes) +
+                               " that readers enforce (largest metadata value: " + largest + ", " +
+                               std::to_string(largest_size) + " bytes); not written");
+    }
+  }
   // kohya hashes a serialisation that carries only the ss_* keys.
   std::map<std::string, std::string> ss_only;
   for (const auto& [k, v] : metadata) {
@@ -132,6 +199,56 @@ void save_kohya_lora(const std::string& path, const std::map<std::string, at::Te
   const std::size_t len = std::min(legacy_len, image.size() - begin);
   metadata["sshs_legacy_hash"] = sha256_hex(image.data() + begin, len).substr(0, 8);
   save_safetensors(path, lora_state, metadata);
+}
+
+std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("lora_adapter_metadata is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw std::runtime_error("lora_adapter_metadata is not a JSON object");
+  std::map<std::string, PeftAdapterConfig> out;
+  for (const auto& [key, value] : j.items()) {
+    std::string component, field = key;
+    for (const char* prefix : {"unet.", "text_encoder.", "text_encoder_2."}) {
+      const std::string p = prefix;
+      if (key.rfind(p, 0) == 0) {
+        component = p.substr(0, p.size() - 1);
+        field = key.substr(p.size());
+      }
+    }
+    PeftAdapterConfig& c = out[component];
+    try {
+      if (field == "r" && value.is_number()) c.r = value.get<int64_t>();
+      if (field == "lora_alpha" && value.is_number()) c.lora_alpha = value.get<double>();
+      if (field == "use_rslora" && value.is_boolean()) c.use_rslora = value.get<bool>();
+      if (field == "alpha_pattern" && value.is_object()) {
+        for (const auto& [pattern, alpha] : value.items()) {
+          c.alpha_pattern[pattern] = alpha.get<double>();
+        }
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error("lora_adapter_metadata: bad value for '" + key + "': " + e.what());
+    }
+  }
+  return out;
+}
+
+LoRALoadReport load_network_weights(LoRANetwork& network, const std::string& path) {
+  try {
+    LoadedTensors file = load_safetensors(path);
+    std::map<std::string, PeftAdapterConfig> peft;
+    auto it = file.metadata.find("lora_adapter_metadata");
+    if (it != file.metadata.end()) peft = parse_peft_adapter_metadata(it->second);
+    return network.load_weights(
+        std::map<std::string, at::Tensor>(file.tensors.begin(), file.tensors.end()), peft);
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    throw std::runtime_error(path + ": " + what);
+  }
 }
 
 }  // namespace lf

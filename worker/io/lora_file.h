@@ -14,6 +14,7 @@
 #include "common/data/dataset_metadata.h"  // kohya_bucket_info_json
 #include "common/data/epoch_plan.h"
 #include "common/util/py_format.h"         // py_float
+#include "worker/core/lora/lora_network.h"
 
 namespace lf {
 
@@ -37,17 +38,44 @@ struct LoRATrainingFacts {
   std::string dataset_dirs_json;      // ss_dataset_dirs
   std::string reg_dataset_dirs_json;  // ss_reg_dataset_dirs (legacy form only)
   std::string datasets_json;          // ss_datasets, "" in the legacy (folder) form
+  // The model, for ss_v2 / ss_base_model_version and modelspec.*: "sd1" | "sd2" | "sdxl" (as
+  // model_config's family_name()), v-prediction, and clip skip (0 = not given: "None").
+  std::string family = "sd1";
+  bool v_parameterization = false;
+  int clip_skip = 0;
 };
 
-// Builds the ss_* metadata map (all values strings, Python str() style: "True"/"False").
+// safetensors readers (the reference one included) refuse headers over this many bytes.
+inline constexpr std::size_t kMaxSafetensorsHeaderBytes = 100000000;
+
+// Builds the ss_* and modelspec.* metadata map (all values strings, Python str() style:
+// "True"/"False"/"None"), as kohya train_network.py + library/sai_model_spec.build_metadata:
+// ss_base_model_version "sd_v1" | "sd_v2" (+ "_v" with v-prediction) | "sdxl_base_v1-0",
+// modelspec.architecture "stable-diffusion-v1/lora" | "stable-diffusion-v2-512/lora" |
+// "stable-diffusion-v2-768-v/lora" | "stable-diffusion-xl-v1-base/lora",
+// modelspec.implementation "diffusers" (SD 1.x/2.x) |
+// "https://github.com/Stability-AI/generative-models" (SDXL). Throws std::invalid_argument for
+// an unknown facts.family.
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
                                                        const LoRATrainingFacts& facts);
 
 // Adds sshs_model_hash (SHA-256 of the tensor data section) and sshs_legacy_hash (first 8 hex
 // of SHA-256 over 64 KiB at 1 MiB of the ss_*-only serialisation), as kohya
 // train_util.precalculate_safetensors_hashes, then writes atomically (temp, fsync, rename).
-// Throws std::runtime_error naming the path on I/O errors.
+// Throws std::runtime_error naming the path on I/O errors, and (writing nothing) when the
+// safetensors header (tensor entries + metadata) could exceed kMaxSafetensorsHeaderBytes.
 void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,
                      std::map<std::string, std::string> metadata);
+
+// Parses diffusers' "lora_adapter_metadata" JSON (PEFT LoraConfig fields, keys prefixed
+// "unet." / "text_encoder." / "text_encoder_2." or unprefixed) into per-component alpha configs
+// keyed "unet", "text_encoder", "text_encoder_2" or "". Throws std::runtime_error on bad JSON.
+std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::string& json);
+
+// Loads an existing LoRA file (network.network_weights) into `network` to continue training:
+// reads the tensors and the PEFT alpha metadata when present, then LoRANetwork::load_weights
+// (kohya and the other accepted layouts; refusals name the variant). Throws std::runtime_error
+// prefixed with the path.
+LoRALoadReport load_network_weights(LoRANetwork& network, const std::string& path);
 
 }  // namespace lf

@@ -1,8 +1,9 @@
-// kohya networks.lora.LoRANetwork for the SD UNet: target discovery inside SpatialTransformers,
-// diffusers-path key naming, kaiming/zero init, and the kohya state-dict layout.
+// kohya networks.lora.LoRANetwork for the SD UNet and text encoders: target discovery, kohya key
+// naming (lora_naming), kaiming/zero init, the kohya state-dict layout and loading.
 #include "lora/lora_network.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -13,23 +14,6 @@
 
 namespace lf {
 namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(s);
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
-
-bool parse_index(const std::string& s, int64_t* out) {
-  if (s.empty() || s.size() > 6) return false;
-  for (char ch : s) {
-    if (ch < '0' || ch > '9') return false;
-  }
-  *out = std::stoll(s);
-  return true;
-}
 
 std::string shape_of(const torch::Tensor& t) {
   std::string s = "[";
@@ -44,95 +28,163 @@ std::string join_first(const std::vector<std::string>& keys, size_t limit = 8) {
   return s;
 }
 
-}  // namespace
-
-std::string ldm_to_diffusers_attention_path(const std::string& ldm_path, int64_t num_res_blocks) {
-  const std::vector<std::string> parts = split(ldm_path, '.');
-  auto fail = [&]() -> std::string {
-    throw std::invalid_argument("not a UNet SpatialTransformer path: \"" + ldm_path + "\"");
-  };
-  int64_t n = 0;
-  if (parts.size() < 2 || !parse_index(parts[1], &n)) return fail();
-  const int64_t stride = num_res_blocks + 1;
-  std::string head;
-  size_t rest = 3;  // first part after the SpatialTransformer itself
-  if (parts[0] == "middle_block") {
-    if (n != 1) return fail();
-    head = "mid_block.attentions.0";
-    rest = 2;
-  } else if (parts.size() < 3 || parts[2] != "1") {
-    return fail();
-  } else if (parts[0] == "input_blocks") {
-    if (n < 1 || (n - 1) % stride == num_res_blocks) return fail();  // conv_in / downsample
-    head = "down_blocks." + std::to_string((n - 1) / stride) + ".attentions." +
-           std::to_string((n - 1) % stride);
-  } else if (parts[0] == "output_blocks") {
-    head = "up_blocks." + std::to_string(n / stride) + ".attentions." + std::to_string(n % stride);
-  } else {
-    return fail();
-  }
-  for (size_t i = rest; i < parts.size(); ++i) head += "." + parts[i];
-  return head;
+// [a, b] and [a, b, 1, 1] hold the same Linear / 1x1-conv matrix.
+std::vector<int64_t> squeezed(const torch::Tensor& t) {
+  std::vector<int64_t> s = t.sizes().vec();
+  while (s.size() > 2 && s.back() == 1) s.pop_back();
+  return s;
 }
 
-std::string kohya_lora_name(const std::string& diffusers_path) {
-  std::string name = "lora_unet_" + diffusers_path;
-  for (char& ch : name) {
-    if (ch == '.') ch = '_';
+bool loadable(const torch::Tensor& file, const torch::Tensor& target) {
+  return file.sizes() == target.sizes() || squeezed(file) == squeezed(target);
+}
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// guess_lora_family results that cannot be the same model ("SD 1.x/2.x" fits either SD).
+bool families_conflict(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty() || a == b) return false;
+  if (a == "SDXL" || b == "SDXL") return true;
+  return a != "SD 1.x/2.x" && b != "SD 1.x/2.x";
+}
+
+}  // namespace
+
+UNetLoRANaming unet_lora_naming(UNetModel& unet, bool ldm_names) {
+  UNetLoRANaming naming;
+  naming.ldm_names = ldm_names;
+  naming.num_res_blocks = unet->config().num_res_blocks;
+  naming.level_has_attention.assign(unet->config().channel_mult.size(), false);
+  const int64_t stride = naming.num_res_blocks + 1;
+  for (const auto& m : unet->named_modules("", /*include_self=*/false)) {
+    if (!m.value()->as<SpatialTransformerImpl>() || !starts_with(m.key(), "input_blocks.")) {
+      continue;
+    }
+    const int64_t n = std::stoll(m.key().substr(std::strlen("input_blocks.")));
+    const size_t level = static_cast<size_t>((n - 1) / stride);
+    if (n >= 1 && level < naming.level_has_attention.size()) {
+      naming.level_has_attention[level] = true;
+    }
   }
-  return name;
+  return naming;
+}
+
+LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
+                         const std::vector<LoRATextEncoderTarget>& text_encoders,
+                         const LoRANetworkOptions& options, at::Generator& generator)
+    : options_(options) {
+  if (options_.network_dim <= 0) {
+    throw std::invalid_argument("LoRANetwork: network_dim must be > 0, got " +
+                                std::to_string(options_.network_dim));
+  }
+  if (options_.conv_dim < 0) {
+    throw std::invalid_argument("LoRANetwork: conv_dim must be >= 0, got " +
+                                std::to_string(options_.conv_dim));
+  }
+  if (!options_.train_unet && !options_.train_text_encoder) {
+    throw std::invalid_argument(
+        "LoRANetwork: nothing to train (train_unet and train_text_encoder are both false)");
+  }
+  // kohya LoRAModule: alpha None / 0 means alpha = rank.
+  if (!(options_.network_alpha > 0)) options_.network_alpha = static_cast<double>(options_.network_dim);
+  if (!(options_.conv_alpha > 0)) options_.conv_alpha = static_cast<double>(options_.conv_dim);
+  key_context_.unet = naming;
+  for (const auto& te : text_encoders) key_context_.text_encoder_prefixes.push_back(te.lora_prefix);
+
+  freeze_parameters(*unet);
+  for (auto te : text_encoders) freeze_parameters(*te.model);  // a copy shares the module
+
+  if (options_.train_unet) {
+    size_t resblock_layers = 0;
+    for (const auto& sub : unet->named_modules("", /*include_self=*/false)) {
+      const bool lora_layer = std::dynamic_pointer_cast<LoRACompatibleLinearImpl>(sub.value()) ||
+                              std::dynamic_pointer_cast<LoRAConvLayerImpl>(sub.value());
+      if (!lora_layer) continue;
+      const UNetLoRAName name = kohya_unet_lora_name(sub.key(), naming);
+      if (name.scope == UNetLoRAScope::kNone) continue;
+      if (name.scope == UNetLoRAScope::kResBlock) {
+        // kohya adds ResnetBlock2D / Downsample2D / Upsample2D to the targets only with conv_dim.
+        if (options_.conv_dim == 0) continue;
+        ++resblock_layers;
+      }
+      add_module(name.name, sub.value(), "UNet layer " + sub.key(), true);
+    }
+    if (options_.conv_dim > 0 && resblock_layers == 0) {
+      throw std::invalid_argument(
+          "LoRANetwork: conv_dim " + std::to_string(options_.conv_dim) +
+          " asks for LoCon, but this UNet has no LoRA-compatible ResBlock / Downsample / "
+          "Upsample layer");
+    }
+  }
+  if (options_.train_text_encoder) {
+    for (const auto& te : text_encoders) {
+      for (const auto& sub : te.model->named_modules("", /*include_self=*/false)) {
+        int64_t layer = 0;
+        if (!is_text_encoder_lora_target(sub.key(), &layer)) continue;
+        if (te.num_layers > 0 && layer >= te.num_layers) continue;
+        if (!std::dynamic_pointer_cast<LoRACompatibleLinearImpl>(sub.value())) {
+          throw std::invalid_argument("LoRANetwork: text-encoder layer " + sub.key() +
+                                      " is not LoRA-compatible");
+        }
+        add_module(kohya_text_encoder_lora_name(te.lora_prefix, sub.key()), sub.value(),
+                   te.lora_prefix + " layer " + sub.key(), false);
+      }
+    }
+  }
+  init_adapters(generator);
 }
 
 LoRANetwork::LoRANetwork(UNetModel& unet, int64_t network_dim, double network_alpha,
                          at::Generator& generator)
-    : network_dim_(network_dim), network_alpha_(network_alpha) {
-  if (network_dim <= 0) {
-    throw std::invalid_argument("LoRANetwork: network_dim must be > 0, got " +
-                                std::to_string(network_dim));
-  }
-  if (!(network_alpha > 0)) network_alpha_ = static_cast<double>(network_dim);  // kohya default
-  freeze_parameters(*unet);
+    : LoRANetwork(unet, unet_lora_naming(unet, /*ldm_names=*/false), {},
+                  LoRANetworkOptions{network_dim, network_alpha, 0, 0.0, true, false},
+                  generator) {}
 
-  const int64_t num_res_blocks = unet->config().num_res_blocks;
-  for (const auto& st : unet->named_modules("", /*include_self=*/false)) {
-    if (!st.value()->as<SpatialTransformerImpl>()) continue;
-    const std::string base = ldm_to_diffusers_attention_path(st.key(), num_res_blocks);
-    for (const auto& sub : st.value()->named_modules("", /*include_self=*/false)) {
-      Module m;
-      m.alpha = network_alpha_;
-      m.linear = std::dynamic_pointer_cast<LoRACompatibleLinearImpl>(sub.value());
-      m.conv = std::dynamic_pointer_cast<LoRACompatibleConv1x1Impl>(sub.value());
-      if (!m.linear && !m.conv) continue;
-      const bool busy = m.linear ? m.linear->adapter() != nullptr : m.conv->adapter() != nullptr;
-      if (busy) {
-        throw std::invalid_argument("LoRANetwork: UNet layer " + st.key() + "." + sub.key() +
-                                    " already carries a LoRA adapter");
-      }
-      modules_.emplace(kohya_lora_name(base + "." + sub.key()), std::move(m));
-    }
+void LoRANetwork::add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
+                             const std::string& where, bool kxk_uses_conv_dim) {
+  Module m;
+  m.linear = std::dynamic_pointer_cast<LoRACompatibleLinearImpl>(layer);
+  m.conv = std::dynamic_pointer_cast<LoRAConvLayerImpl>(layer);
+  const bool busy = m.linear ? m.linear->adapter() != nullptr : m.conv->adapter() != nullptr;
+  if (busy) throw std::invalid_argument("LoRANetwork: " + where + " already carries a LoRA adapter");
+  const bool kxk = m.conv && m.conv->weight().dim() == 4 && m.conv->weight().size(2) > 1;
+  // kohya: Linear and 1x1 conv take network_dim/alpha, larger kernels conv_dim/conv_alpha.
+  if (kxk && kxk_uses_conv_dim) {
+    m.rank = options_.conv_dim;
+    m.alpha = options_.conv_alpha;
+  } else {
+    m.rank = options_.network_dim;
+    m.alpha = options_.network_alpha;
   }
+  if (!modules_.emplace(name, std::move(m)).second) {
+    throw std::invalid_argument("LoRANetwork: two layers map to the kohya name " + name +
+                                " (the second is " + where + ")");
+  }
+}
 
+void LoRANetwork::init_adapters(at::Generator& generator) {
   torch::NoGradGuard no_grad;
-  const double scale = network_alpha_ / static_cast<double>(network_dim_);
   for (auto& entry : modules_) {  // sorted by name: the generator draw order
     Module& m = entry.second;
     const torch::Tensor& weight = m.linear ? m.linear->weight() : m.conv->weight();
     const int64_t in = m.linear ? m.linear->in_features() : m.conv->in_channels();
     const int64_t out = m.linear ? m.linear->out_features() : m.conv->out_channels();
+    const int64_t kh = m.conv ? weight.size(2) : 1, kw = m.conv ? weight.size(3) : 1;
+    const int64_t r = m.rank;
     const auto f32 = torch::dtype(torch::kFloat32);
     auto adapter = std::make_shared<LoRAAdapter>();
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-    adapter->down = torch::empty({network_dim_, in}, f32).uniform_(-bound, bound, generator);
-    adapter->up = torch::zeros({out, network_dim_}, f32);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in * kh * kw));
+    adapter->down = torch::empty({r, in * kh * kw}, f32).uniform_(-bound, bound, generator);
+    adapter->up = torch::zeros({out, r}, f32);
     if (m.conv) {
-      adapter->down = adapter->down.view({network_dim_, in, 1, 1});
-      adapter->up = adapter->up.view({out, network_dim_, 1, 1});
+      adapter->down = adapter->down.view({r, in, kh, kw});
+      adapter->up = adapter->up.view({out, r, 1, 1});
     }
     adapter->down = adapter->down.to(weight.device()).contiguous();
     adapter->up = adapter->up.to(weight.device()).contiguous();
     adapter->down.set_requires_grad(true);
     adapter->up.set_requires_grad(true);
-    adapter->scale = scale;
+    adapter->scale = m.alpha / static_cast<double>(r);
     if (m.linear) {
       m.linear->set_adapter(adapter);
     } else {
@@ -145,6 +197,7 @@ LoRANetwork::LoRANetwork(UNetModel& unet, int64_t network_dim, double network_al
 LoRANetwork::~LoRANetwork() {
   for (auto& entry : modules_) {
     Module& m = entry.second;
+    if (!m.adapter) continue;
     if (m.linear && m.linear->adapter() == m.adapter) m.linear->set_adapter(nullptr);
     if (m.conv && m.conv->adapter() == m.adapter) m.conv->set_adapter(nullptr);
   }
@@ -161,6 +214,26 @@ std::vector<torch::Tensor> LoRANetwork::parameters() const {
   std::vector<torch::Tensor> params;
   params.reserve(2 * modules_.size());
   for (const auto& entry : modules_) {
+    params.push_back(entry.second.adapter->down);
+    params.push_back(entry.second.adapter->up);
+  }
+  return params;
+}
+
+std::vector<torch::Tensor> LoRANetwork::unet_parameters() const {
+  std::vector<torch::Tensor> params;
+  for (const auto& entry : modules_) {
+    if (!starts_with(entry.first, "lora_unet_")) continue;
+    params.push_back(entry.second.adapter->down);
+    params.push_back(entry.second.adapter->up);
+  }
+  return params;
+}
+
+std::vector<torch::Tensor> LoRANetwork::text_encoder_parameters() const {
+  std::vector<torch::Tensor> params;
+  for (const auto& entry : modules_) {
+    if (starts_with(entry.first, "lora_unet_")) continue;
     params.push_back(entry.second.adapter->down);
     params.push_back(entry.second.adapter->up);
   }
@@ -198,26 +271,35 @@ std::map<std::string, torch::Tensor> LoRANetwork::state_dict() const {
   return out;
 }
 
-void LoRANetwork::load_state_dict(const std::map<std::string, torch::Tensor>& weights) {
+LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::Tensor>& weights,
+                                            bool allow_missing_modules) {
+  LoRALoadReport report;
   std::vector<std::string> missing, mismatched, unexpected;
   std::map<std::string, bool> known;
+  std::map<std::string, bool> present;  // module -> in the file
   for (const auto& entry : modules_) {
     const Module& m = entry.second;
-    const std::pair<std::string, const torch::Tensor*> parts[] = {
-        {entry.first + ".lora_down.weight", &m.adapter->down},
-        {entry.first + ".lora_up.weight", &m.adapter->up}};
+    const std::string down_key = entry.first + ".lora_down.weight";
+    const std::string up_key = entry.first + ".lora_up.weight";
+    const std::string alpha_key = entry.first + ".alpha";
+    known[down_key] = known[up_key] = known[alpha_key] = true;
+    const bool any = weights.count(down_key) || weights.count(up_key) || weights.count(alpha_key);
+    present[entry.first] = any;
+    if (!any && allow_missing_modules) {
+      report.missing_modules.push_back(entry.first);
+      continue;
+    }
+    const std::pair<std::string, const torch::Tensor*> parts[] = {{down_key, &m.adapter->down},
+                                                                  {up_key, &m.adapter->up}};
     for (const auto& part : parts) {
-      known[part.first] = true;
       auto it = weights.find(part.first);
       if (it == weights.end()) {
         missing.push_back(part.first);
-      } else if (it->second.sizes() != part.second->sizes()) {
+      } else if (!loadable(it->second, *part.second)) {
         mismatched.push_back(part.first + ": expected " + shape_of(*part.second) + ", found " +
                              shape_of(it->second));
       }
     }
-    const std::string alpha_key = entry.first + ".alpha";
-    known[alpha_key] = true;
     auto it = weights.find(alpha_key);
     if (it != weights.end() && it->second.numel() != 1) {
       mismatched.push_back(alpha_key + ": expected a scalar, found " + shape_of(it->second));
@@ -228,28 +310,45 @@ void LoRANetwork::load_state_dict(const std::map<std::string, torch::Tensor>& we
   }
   if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
     std::string message = "cannot load LoRA weights:";
+    if (!unexpected.empty()) {
+      const std::string file_family = guess_lora_family(weights);
+      const std::string own_family = guess_lora_family(state_dict());
+      if (families_conflict(file_family, own_family)) {
+        message += "\n  the keys look made for " + file_family + ", but the model is " +
+                   own_family + " (a LoRA only continues on the model family it was trained on)";
+      }
+      message += "\n  " + std::to_string(unexpected.size()) +
+                 " keys match no module of the network: " + join_first(unexpected);
+    }
     if (!missing.empty()) {
       message += "\n  " + std::to_string(missing.size()) + " missing keys: " + join_first(missing);
     }
     for (const auto& m : mismatched) message += "\n  shape mismatch for " + m;
-    if (!unexpected.empty()) {
-      message += "\n  " + std::to_string(unexpected.size()) +
-                 " unexpected keys: " + join_first(unexpected);
-    }
     throw std::runtime_error(message);
   }
 
   torch::NoGradGuard no_grad;
   for (auto& entry : modules_) {
+    if (!present[entry.first]) continue;
     Module& m = entry.second;
-    m.adapter->down.copy_(weights.at(entry.first + ".lora_down.weight"));
-    m.adapter->up.copy_(weights.at(entry.first + ".lora_up.weight"));
+    m.adapter->down.copy_(weights.at(entry.first + ".lora_down.weight").reshape(m.adapter->down.sizes()));
+    m.adapter->up.copy_(weights.at(entry.first + ".lora_up.weight").reshape(m.adapter->up.sizes()));
     auto it = weights.find(entry.first + ".alpha");
     m.alpha = it != weights.end() ? it->second.to(torch::kFloat64).item<double>()
-                                  : static_cast<double>(network_dim_);
-    if (!(m.alpha > 0)) m.alpha = static_cast<double>(network_dim_);  // kohya: 0 / None -> r
-    m.adapter->scale = m.alpha / static_cast<double>(network_dim_);
+                                  : static_cast<double>(m.rank);
+    if (!(m.alpha > 0)) m.alpha = static_cast<double>(m.rank);  // kohya: 0 / None -> r
+    m.adapter->scale = m.alpha / static_cast<double>(m.rank);
+    ++report.loaded_modules;
   }
+  return report;
+}
+
+LoRALoadReport LoRANetwork::load_weights(const std::map<std::string, torch::Tensor>& tensors,
+                                         const std::map<std::string, PeftAdapterConfig>& peft) {
+  NormalizedLoRA normalized = normalize_lora_state_dict(tensors, key_context_, peft);
+  LoRALoadReport report = load_state_dict(normalized.tensors, /*allow_missing_modules=*/true);
+  report.variants = normalized.variants;
+  return report;
 }
 
 }  // namespace lf

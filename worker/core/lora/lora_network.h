@@ -1,6 +1,8 @@
-// A kohya-compatible LoRA network over the SD UNet: one low-rank adapter per Linear / Conv 1x1
-// inside every SpatialTransformer, named with kohya's diffusers-path keys. Mirrors
-// networks.lora.LoRANetwork / LoRAModule of kohya-ss/sd-scripts (UNet part, SD 1.x/2.x).
+// A kohya-compatible LoRA network over the SD UNet and text encoders: one low-rank adapter per
+// Linear / Conv inside every SpatialTransformer, text-encoder attention and MLP, and (with
+// conv_dim, LoCon) every ResBlock / Downsample / Upsample, named with kohya's keys for SD 1.x,
+// SD 2.x and SDXL (lora_naming.h). Mirrors networks.lora.LoRANetwork / LoRAModule of
+// kohya-ss/sd-scripts.
 #pragma once
 
 #include <cstdint>
@@ -12,33 +14,69 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "lora/lora_naming.h"
+#include "lora/lora_variants.h"
+#include "model/clip_text_model.h"
 #include "model/lora_compatible.h"
 #include "model/unet.h"
 
 namespace lf {
 
-// Maps an ldm UNet module path to the diffusers path kohya names SD 1.x/2.x LoRA modules by,
-// for num_res_blocks L:
-//   input_blocks.{1 + i(L+1) + j}.1.<rest> -> down_blocks.i.attentions.j.<rest>
-//   middle_block.1.<rest>                  -> mid_block.attentions.0.<rest>
-//   output_blocks.{i(L+1) + j}.1.<rest>    -> up_blocks.i.attentions.j.<rest>
-// Throws std::invalid_argument for a path outside a SpatialTransformer.
-std::string ldm_to_diffusers_attention_path(const std::string& ldm_path, int64_t num_res_blocks);
+// The LoRA-compatible conv class of the UNet. Today only 1x1 (SD1 proj_in/proj_out); when the
+// UNet's ResBlock / Downsample / Upsample convs become the general LoRACompatibleConv (any square
+// kernel, same set_adapter / adapter / in_channels / out_channels / weight API), switch this alias
+// to LoRACompatibleConvImpl and LoCon targets them with no other change.
+using LoRAConvLayerImpl = LoRACompatibleConv1x1Impl;
 
-// "lora_unet_" + diffusers path with '.' -> '_', e.g.
-// "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q".
-std::string kohya_lora_name(const std::string& diffusers_path);
+// kohya network options (train_network.py --network_dim / --network_alpha, network_args
+// conv_dim / conv_alpha, --network_train_unet_only / --network_train_text_encoder_only).
+struct LoRANetworkOptions {
+  int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
+  double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)
+  int64_t conv_dim = 0;        // rank of k x k (k > 1) conv modules; 0 = no LoCon
+  double conv_alpha = 1.0;     // <= 0 means conv_dim
+  bool train_unet = true;
+  bool train_text_encoder = true;
+};
+
+// One text encoder to attach adapters to (HF CLIP module structure, also for open_clip weights).
+struct LoRATextEncoderTarget {
+  CLIPTextModel model{nullptr};
+  std::string lora_prefix;  // "lora_te" (SD 1.x/2.x), "lora_te1" / "lora_te2" (SDXL)
+  // Layers that get adapters: 0 = all. kohya's SD 2.x text encoder has 23 of open_clip's 24
+  // layers (the last one is never used with the penultimate output), so its files hold 23 x 6.
+  int64_t num_layers = 0;
+};
+
+// What load_weights / load_state_dict did.
+struct LoRALoadReport {
+  size_t loaded_modules = 0;
+  std::vector<std::string> missing_modules;  // network modules absent from the file (fresh init)
+  std::string variants;                      // layouts seen (normalize_lora_state_dict)
+};
+
+// The naming facts of `unet` read from its module tree: num_res_blocks and the levels from its
+// config, the levels with attention from where its SpatialTransformers sit. ldm_names: SDXL.
+UNetLoRANaming unet_lora_naming(UNetModel& unet, bool ldm_names);
 
 class LoRANetwork {
  public:
-  // Attaches an adapter to every LoRA-compatible layer inside each SpatialTransformer of `unet`
-  // (proj_in, proj_out, attn1/attn2 to_q/to_k/to_v/to_out.0, ff.net.0.proj, ff.net.2; 12 per
-  // depth-1 transformer). network_dim = rank r > 0; network_alpha <= 0 means alpha = r (kohya);
-  // scale = alpha / r. In sorted module-name order, lora_down [r, in] ([r, in, 1, 1] for
-  // conv) is drawn U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform a = sqrt(5)) on `generator`
-  // (CPU), lora_up [out, r] ([out, r, 1, 1]) is zero; both are float32 on the layer's device
-  // and require grad. Freezes every UNet parameter. Throws std::invalid_argument for
-  // network_dim <= 0 or if some layer already carries an adapter.
+  // Attaches an adapter to every kohya target layer: in the UNet (if options.train_unet) every
+  // LoRA-compatible layer inside a SpatialTransformer, plus with conv_dim > 0 those inside
+  // ResBlocks / Downsample / Upsample; in each text encoder (if options.train_text_encoder) the
+  // self_attn q/k/v/out_proj and mlp fc1/fc2 of layers < num_layers. Linear and 1x1-conv modules
+  // get network_dim / network_alpha, k x k convs conv_dim / conv_alpha; scale = alpha / rank.
+  // In sorted kohya-name order (lora_te* before lora_unet*), lora_down ([r, in] or
+  // [r, in, k, k]) is drawn U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in k k
+  // (kaiming_uniform a = sqrt(5)), on `generator` (CPU); lora_up ([out, r] or [out, r, 1, 1]) is
+  // zero; float32 on the layer's device, requiring grad. Freezes every UNet and text-encoder
+  // parameter. Throws std::invalid_argument for network_dim <= 0, conv_dim < 0, nothing to train,
+  // conv_dim > 0 with no LoRA-compatible ResBlock conv in `unet`, duplicate names, or a layer
+  // that already carries an adapter.
+  LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
+              const std::vector<LoRATextEncoderTarget>& text_encoders,
+              const LoRANetworkOptions& options, at::Generator& generator);
+  // SD 1.x/2.x UNet-only network (no text encoders, no LoCon), as before the options existed.
   LoRANetwork(UNetModel& unet, int64_t network_dim, double network_alpha, at::Generator& generator);
   // Detaches the adapters it attached (it keeps the target layers alive until then).
   ~LoRANetwork();
@@ -49,37 +87,64 @@ class LoRANetwork {
   std::vector<std::string> module_names() const;
   // Trainable tensors, sorted by module name, lora_down before lora_up.
   std::vector<torch::Tensor> parameters() const;
+  // The lora_unet_* / lora_te* subsets of parameters(), same order (kohya's unet_lr and
+  // text_encoder_lr parameter groups).
+  std::vector<torch::Tensor> unet_parameters() const;
+  std::vector<torch::Tensor> text_encoder_parameters() const;
   // Names of parameters() in the same order ("<lora_name>.lora_down.weight", ".lora_up.weight").
   std::vector<std::string> parameter_names() const;
   // Total element count of parameters().
   size_t num_parameters() const;
 
-  int64_t network_dim() const { return network_dim_; }
-  double network_alpha() const { return network_alpha_; }
+  const LoRANetworkOptions& options() const { return options_; }
+  int64_t network_dim() const { return options_.network_dim; }
+  double network_alpha() const { return options_.network_alpha; }
   // network_alpha / network_dim as constructed (load_state_dict may set per-module alphas).
-  double scale() const { return network_alpha_ / static_cast<double>(network_dim_); }
+  double scale() const { return options_.network_alpha / static_cast<double>(options_.network_dim); }
   // kohya network multiplier (applied on top of scale); 1 by default.
   void set_multiplier(double multiplier);
+  // How this network's keys look (for normalize_lora_state_dict).
+  const LoRAKeyContext& key_context() const { return key_context_; }
 
   // kohya file layout: "<lora_name>.lora_down.weight", "<lora_name>.lora_up.weight" (detached,
   // sharing storage, in the parameters' dtype) and "<lora_name>.alpha" (0-dim float32).
   std::map<std::string, torch::Tensor> state_dict() const;
 
   // Copies a kohya state dict into the adapters in place (optimizer references stay valid) and
-  // takes each module's alpha from "<lora_name>.alpha" (scale = alpha / r; a missing alpha means
-  // alpha = r). Validates before copying; throws std::runtime_error listing missing and
-  // unexpected keys and shape mismatches (key, expected, found).
-  void load_state_dict(const std::map<std::string, torch::Tensor>& weights);
+  // takes each module's alpha from "<lora_name>.alpha" (scale = alpha / rank; missing or 0 means
+  // alpha = rank). A Linear [a, b] tensor loads into a 1x1 conv [a, b, 1, 1] and back (SD1
+  // proj_in/out stored either way). Validates before copying; throws std::runtime_error listing
+  // unexpected keys (with the family the file looks like when it is not this network's),
+  // incomplete modules and shape mismatches (key, expected, found). Modules absent from
+  // `weights` are an error too unless allow_missing_modules, when they keep their current
+  // values and are listed in the report.
+  LoRALoadReport load_state_dict(const std::map<std::string, torch::Tensor>& weights,
+                                 bool allow_missing_modules = false);
+
+  // Loads an existing LoRA file's tensors to continue training (kohya --network_weights): runs
+  // normalize_lora_state_dict (every layout it accepts; its refusals propagate) with this
+  // network's key context and `peft` alphas, then load_state_dict(..., allow_missing_modules =
+  // true). Stricter than kohya's non-strict load: keys matching no module are an error, so no
+  // trained weights are dropped silently; network modules the file lacks keep their fresh init
+  // (a LoRA trained with fewer targets, e.g. without LoCon or text encoder, can be extended) and
+  // are reported for the caller to log.
+  LoRALoadReport load_weights(const std::map<std::string, torch::Tensor>& tensors,
+                              const std::map<std::string, PeftAdapterConfig>& peft = {});
 
  private:
   struct Module {
     std::shared_ptr<LoRAAdapter> adapter;
+    int64_t rank;
     double alpha;
     std::shared_ptr<LoRACompatibleLinearImpl> linear;  // exactly one of linear / conv is set
-    std::shared_ptr<LoRACompatibleConv1x1Impl> conv;
+    std::shared_ptr<LoRAConvLayerImpl> conv;
   };
-  int64_t network_dim_;
-  double network_alpha_;
+  void add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
+                  const std::string& where, bool kxk_uses_conv_dim);
+  void init_adapters(at::Generator& generator);
+
+  LoRANetworkOptions options_;
+  LoRAKeyContext key_context_;
   std::map<std::string, Module> modules_;  // by kohya lora_name
 };
 
