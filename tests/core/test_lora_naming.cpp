@@ -36,7 +36,8 @@ std::vector<Layer> ldm_layers(const std::vector<int64_t>& mult, int64_t L,
     for (int64_t k = 0; k < d; ++k) {
       const std::string t = b + ".transformer_blocks." + std::to_string(k);
       for (const char* a : {".attn1", ".attn2"}) {
-        for (const char* p : {".to_q", ".to_k", ".to_v", ".to_out.0"}) out.push_back({t + a + p, 0});
+        for (const char* p : {".to_q", ".to_k", ".to_v", ".to_out.0"})
+          out.push_back({t + a + p, 0});
       }
       out.push_back({t + ".ff.net.0.proj", 0});
       out.push_back({t + ".ff.net.2", 0});
@@ -176,10 +177,11 @@ TEST(LoRANaming, SDXLKeepsLdmNames) {
 
 TEST(LoRANaming, DiffusersLdmPathMapsAndTextEncoderNames) {
   const UNetLoRANaming xl = sdxl_naming();
-  EXPECT_EQ(diffusers_to_ldm_unet_path("down_blocks.1.attentions.0.transformer_blocks.1.attn1.to_q",
-                                       xl),
-            "input_blocks.4.1.transformer_blocks.1.attn1.to_q");
-  EXPECT_EQ(diffusers_to_ldm_unet_path("up_blocks.0.upsamplers.0.conv", xl), "output_blocks.2.2.conv");
+  EXPECT_EQ(
+      diffusers_to_ldm_unet_path("down_blocks.1.attentions.0.transformer_blocks.1.attn1.to_q", xl),
+      "input_blocks.4.1.transformer_blocks.1.attn1.to_q");
+  EXPECT_EQ(diffusers_to_ldm_unet_path("up_blocks.0.upsamplers.0.conv", xl),
+            "output_blocks.2.2.conv");
   EXPECT_EQ(diffusers_to_ldm_unet_path("up_blocks.1.resnets.2.conv_shortcut", xl),
             "output_blocks.5.0.skip_connection");
   EXPECT_EQ(diffusers_to_ldm_unet_path("mid_block.resnets.1.time_emb_proj", xl),
@@ -197,7 +199,8 @@ TEST(LoRANaming, DiffusersLdmPathMapsAndTextEncoderNames) {
   EXPECT_THROW(diffusers_to_ldm_unet_path("conv_in", xl), std::invalid_argument);
   // L = 1 (tiny fixtures): general (L+1) rule.
   const UNetLoRANaming tiny{false, 1, {true, true}};
-  EXPECT_EQ(ldm_to_diffusers_unet_path("input_blocks.2.0.op", tiny), "down_blocks.0.downsamplers.0.conv");
+  EXPECT_EQ(ldm_to_diffusers_unet_path("input_blocks.2.0.op", tiny),
+            "down_blocks.0.downsamplers.0.conv");
   EXPECT_EQ(ldm_to_diffusers_unet_path("output_blocks.1.2.conv", tiny),
             "up_blocks.0.upsamplers.0.conv");
   EXPECT_EQ(diffusers_to_ldm_unet_path("up_blocks.1.attentions.1.proj_in", tiny),
@@ -222,12 +225,11 @@ TEST(LoRANaming, GeneratedLayerListMatchesTheTinyUNetModuleTree) {
   UNetModel unet(cfg);
   std::set<std::string> real;
   for (const auto& m : unet->named_modules("", false)) {
-    const bool layer = m.value()->as<torch::nn::LinearImpl>() ||
-                       m.value()->as<torch::nn::Conv2dImpl>() ||
-                       m.value()->as<LoRACompatibleLinearImpl>() ||
-                       m.value()->as<LoRACompatibleConv1x1Impl>();
-    if (layer && kohya_unet_lora_name(m.key(), {false, 1, {true, true}}).scope !=
-                     UNetLoRAScope::kNone) {
+    const bool layer =
+        m.value()->as<torch::nn::LinearImpl>() || m.value()->as<torch::nn::Conv2dImpl>() ||
+        m.value()->as<LoRACompatibleLinearImpl>() || m.value()->as<LoRACompatibleConv1x1Impl>();
+    if (layer &&
+        kohya_unet_lora_name(m.key(), {false, 1, {true, true}}).scope != UNetLoRAScope::kNone) {
       real.insert(m.key());
     }
   }
@@ -281,11 +283,12 @@ float alpha_of(const NormalizedLoRA& n, const std::string& module) {
 TEST(LoRAVariants, KohyaPassesThroughWithAlphaDefaultingToRank) {
   const std::string q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
   const std::string k = "lora_te_text_model_encoder_layers_0_mlp_fc1";
-  NormalizedLoRA n = normalize_lora_state_dict(
-      {{q + ".lora_down.weight", w({4, 32})}, {q + ".lora_up.weight", w({32, 4})},
-       {q + ".alpha", torch::tensor(2.0, torch::kFloat16)},
-       {k + ".lora_down.weight", w({8, 64})}, {k + ".lora_up.weight", w({128, 8})}},
-      sd1_ctx());
+  NormalizedLoRA n = normalize_lora_state_dict({{q + ".lora_down.weight", w({4, 32})},
+                                                {q + ".lora_up.weight", w({32, 4})},
+                                                {q + ".alpha", torch::tensor(2.0, torch::kFloat16)},
+                                                {k + ".lora_down.weight", w({8, 64})},
+                                                {k + ".lora_up.weight", w({128, 8})}},
+                                               sd1_ctx());
   EXPECT_EQ(keys_of(n), (std::vector<std::string>{k + ".alpha", k + ".lora_down.weight",
                                                   k + ".lora_up.weight", q + ".alpha",
                                                   q + ".lora_down.weight", q + ".lora_up.weight"}));
@@ -301,11 +304,13 @@ TEST(LoRAVariants, PeftSD1WithAdapterMetadataAlphas) {
   PeftAdapterConfig unet;
   unet.lora_alpha = 8;
   unet.alpha_pattern["down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q"] = 2;
-  NormalizedLoRA n = normalize_lora_state_dict(
-      {{p + ".lora_A.weight", w({4, 32})}, {p + ".lora_B.weight", w({32, 4})},
-       {o + ".lora_A.default.weight", w({4, 128})}, {o + ".lora_B.default.weight", w({32, 4})},
-       {t + ".lora_A.weight", w({4, 64})}, {t + ".lora_B.weight", w({64, 4})}},
-      sd1_ctx(), {{"unet", unet}});
+  NormalizedLoRA n = normalize_lora_state_dict({{p + ".lora_A.weight", w({4, 32})},
+                                                {p + ".lora_B.weight", w({32, 4})},
+                                                {o + ".lora_A.default.weight", w({4, 128})},
+                                                {o + ".lora_B.default.weight", w({32, 4})},
+                                                {t + ".lora_A.weight", w({4, 64})},
+                                                {t + ".lora_B.weight", w({64, 4})}},
+                                               sd1_ctx(), {{"unet", unet}});
   const std::string q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
   const std::string f = "lora_unet_up_blocks_1_attentions_2_transformer_blocks_0_ff_net_2";
   const std::string v = "lora_te_text_model_encoder_layers_3_self_attn_v_proj";
@@ -321,15 +326,18 @@ TEST(LoRAVariants, PeftSD1WithAdapterMetadataAlphas) {
   PeftAdapterConfig rs;
   rs.lora_alpha = 8;
   rs.use_rslora = true;  // scale alpha / sqrt(r) = 4 -> kohya alpha 16 at r = 4
-  n = normalize_lora_state_dict({{t + ".lora_A.weight", w({4, 64})}, {t + ".lora_B.weight", w({64, 4})}},
-                                sd1_ctx(), {{"", rs}});
+  n = normalize_lora_state_dict(
+      {{t + ".lora_A.weight", w({4, 64})}, {t + ".lora_B.weight", w({64, 4})}}, sd1_ctx(),
+      {{"", rs}});
   EXPECT_EQ(alpha_of(n, v), 16.0f);
 }
 
 TEST(LoRAVariants, PeftSDXLMapsToLdmNamesAndTe1Te2) {
   NormalizedLoRA n = normalize_lora_state_dict(
-      {{"unet.down_blocks.1.attentions.0.transformer_blocks.1.attn2.to_k.lora_A.weight", w({4, 2048})},
-       {"unet.down_blocks.1.attentions.0.transformer_blocks.1.attn2.to_k.lora_B.weight", w({640, 4})},
+      {{"unet.down_blocks.1.attentions.0.transformer_blocks.1.attn2.to_k.lora_A.weight",
+        w({4, 2048})},
+       {"unet.down_blocks.1.attentions.0.transformer_blocks.1.attn2.to_k.lora_B.weight",
+        w({640, 4})},
        {"unet.up_blocks.0.upsamplers.0.conv.lora_A.weight", w({2, 1280, 3, 3})},
        {"unet.up_blocks.0.upsamplers.0.conv.lora_B.weight", w({1280, 2, 1, 1})},
        {"unet.mid_block.resnets.0.conv1.lora_A.weight", w({2, 1280, 3, 3})},
@@ -341,12 +349,12 @@ TEST(LoRAVariants, PeftSDXLMapsToLdmNamesAndTe1Te2) {
       sdxl_ctx());
   std::set<std::string> modules;
   for (const auto& k : keys_of(n)) modules.insert(k.substr(0, k.find('.')));
-  EXPECT_EQ(modules, (std::set<std::string>{
-                         "lora_te1_text_model_encoder_layers_0_self_attn_q_proj",
-                         "lora_te2_text_model_encoder_layers_31_mlp_fc2",
-                         "lora_unet_input_blocks_4_1_transformer_blocks_1_attn2_to_k",
-                         "lora_unet_middle_block_0_in_layers_2",
-                         "lora_unet_output_blocks_2_2_conv"}));
+  EXPECT_EQ(modules,
+            (std::set<std::string>{"lora_te1_text_model_encoder_layers_0_self_attn_q_proj",
+                                   "lora_te2_text_model_encoder_layers_31_mlp_fc2",
+                                   "lora_unet_input_blocks_4_1_transformer_blocks_1_attn2_to_k",
+                                   "lora_unet_middle_block_0_in_layers_2",
+                                   "lora_unet_output_blocks_2_2_conv"}));
   EXPECT_EQ(guess_lora_family(n.tensors), "SDXL");
   // Level 0 of SDXL has no attention: such a key is refused, naming it.
   try {
@@ -372,8 +380,10 @@ TEST(LoRAVariants, OldDiffusersProcessorLinearLayerLycorisAndSuffixSpellings) {
         w({1280, 4})},
        {"text_encoder.text_model.encoder.layers.0.self_attn.to_k_lora.down.weight", w({4, 768})},
        {"text_encoder.text_model.encoder.layers.0.self_attn.to_k_lora.up.weight", w({768, 4})},
-       {"text_encoder.text_model.encoder.layers.1.mlp.fc1.lora_linear_layer.down.weight", w({4, 768})},
-       {"text_encoder.text_model.encoder.layers.1.mlp.fc1.lora_linear_layer.up.weight", w({3072, 4})},
+       {"text_encoder.text_model.encoder.layers.1.mlp.fc1.lora_linear_layer.down.weight",
+        w({4, 768})},
+       {"text_encoder.text_model.encoder.layers.1.mlp.fc1.lora_linear_layer.up.weight",
+        w({3072, 4})},
        {"lycoris_unet_up_blocks_1_attentions_0_proj_in.lora.down.weight", w({4, 1280, 1, 1})},
        {"lycoris_unet_up_blocks_1_attentions_0_proj_in.lora.up.weight", w({1280, 4, 1, 1})},
        {"lycoris_unet_up_blocks_1_attentions_0_proj_in.alpha", torch::tensor(1.0)},
@@ -384,14 +394,13 @@ TEST(LoRAVariants, OldDiffusersProcessorLinearLayerLycorisAndSuffixSpellings) {
       sd1_ctx());
   std::set<std::string> modules;
   for (const auto& k : keys_of(n)) modules.insert(k.substr(0, k.find('.')));
-  EXPECT_EQ(modules,
-            (std::set<std::string>{
-                "lora_te_text_model_encoder_layers_0_self_attn_k_proj",
-                "lora_te_text_model_encoder_layers_1_mlp_fc1",
-                "lora_te_text_model_encoder_layers_2_self_attn_out_proj",
-                "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_out_0",
-                "lora_unet_mid_block_attentions_0_transformer_blocks_0_attn2_to_k",
-                "lora_unet_up_blocks_1_attentions_0_proj_in"}));
+  EXPECT_EQ(modules, (std::set<std::string>{
+                         "lora_te_text_model_encoder_layers_0_self_attn_k_proj",
+                         "lora_te_text_model_encoder_layers_1_mlp_fc1",
+                         "lora_te_text_model_encoder_layers_2_self_attn_out_proj",
+                         "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_out_0",
+                         "lora_unet_mid_block_attentions_0_transformer_blocks_0_attn2_to_k",
+                         "lora_unet_up_blocks_1_attentions_0_proj_in"}));
   EXPECT_EQ(n.tensors.size(), 18u);
   EXPECT_EQ(alpha_of(n, "lora_te_text_model_encoder_layers_2_self_attn_out_proj"), 2.0f);  // scale
   EXPECT_EQ(alpha_of(n, "lora_unet_up_blocks_1_attentions_0_proj_in"), 1.0f);
@@ -416,9 +425,10 @@ TEST(LoRAVariants, RefusedVariantsNameTheVariantAndTheKey) {
   };
   for (const auto& c : cases) {
     try {
-      normalize_lora_state_dict({{"lora_te_text_model_encoder_layers_0_mlp_fc1.alpha", torch::tensor(1.0)},
-                                 {c.first, w({2, 2})}},
-                                sd1_ctx());
+      normalize_lora_state_dict(
+          {{"lora_te_text_model_encoder_layers_0_mlp_fc1.alpha", torch::tensor(1.0)},
+           {c.first, w({2, 2})}},
+          sd1_ctx());
       ADD_FAILURE() << c.first;
     } catch (const std::runtime_error& e) {
       const std::string what = e.what();
@@ -441,7 +451,8 @@ TEST(LoRAVariants, RefusedVariantsNameTheVariantAndTheKey) {
 }
 
 TEST(LoRAVariants, FamilyGuess) {
-  EXPECT_EQ(guess_lora_family({{"lora_te1_text_model_encoder_layers_0_mlp_fc1.alpha", w({})}}), "SDXL");
+  EXPECT_EQ(guess_lora_family({{"lora_te1_text_model_encoder_layers_0_mlp_fc1.alpha", w({})}}),
+            "SDXL");
   EXPECT_EQ(guess_lora_family({{"lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn2_"
                                 "to_k.lora_down.weight",
                                 w({4, 1024})}}),

@@ -266,7 +266,7 @@ TEST_F(TinyLoRA, DestructorDetachesAdapters) {
 }
 
 CLIPTextModel small_clip(int64_t layers) {
-  CLIPTextConfig c = model_preset("tiny").text;
+  CLIPTextConfig c = model_preset("tiny").text_encoders.at(0).config;
   c.num_layers = layers;
   CLIPTextModel m(c);
   return m;
@@ -278,9 +278,9 @@ TEST_F(TinyLoRA, TextEncoderModulesPerFamilyAndParameterGroups) {
   o.network_alpha = 2.0;
   // SD 1.5-like: one 12-layer encoder, prefix lora_te: 72 modules (+ 84 UNet ones).
   at::Generator gen = make_cpu_generator(5);
-  auto sd1 = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
-                                           std::vector<LoRATextEncoderTarget>{{small_clip(12), "lora_te", 0}},
-                                           o, gen);
+  auto sd1 = std::make_unique<LoRANetwork>(
+      unet_, unet_lora_naming(unet_, false),
+      std::vector<LoRATextEncoderTarget>{{small_clip(12), "lora_te", 0}}, o, gen);
   EXPECT_EQ(sd1->module_names().size(), 84u + 72u);
   EXPECT_EQ(sd1->module_names()[0], "lora_te_text_model_encoder_layers_0_mlp_fc1");
   EXPECT_EQ(sd1->unet_parameters().size(), 2u * 84u);
@@ -294,13 +294,16 @@ TEST_F(TinyLoRA, TextEncoderModulesPerFamilyAndParameterGroups) {
   EXPECT_EQ(sd.at("lora_te_text_model_encoder_layers_11_mlp_fc2.alpha").item<float>(), 2.0f);
   sd1.reset();
   // SDXL-like: te1 (12 layers) 72 + te2 (32 layers) 192; UNet only / TE only options.
-  std::vector<LoRATextEncoderTarget> xl{{small_clip(12), "lora_te1", 0}, {small_clip(32), "lora_te2", 0}};
+  std::vector<LoRATextEncoderTarget> xl{{small_clip(12), "lora_te1", 0},
+                                        {small_clip(32), "lora_te2", 0}};
   o.train_unet = false;
   auto te_only = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, true), xl, o, gen);
   EXPECT_EQ(te_only->module_names().size(), 72u + 192u);
-  EXPECT_EQ(te_only->module_names().back(), "lora_te2_text_model_encoder_layers_9_self_attn_v_proj");
+  EXPECT_EQ(te_only->module_names().back(),
+            "lora_te2_text_model_encoder_layers_9_self_attn_v_proj");
   EXPECT_TRUE(te_only->unet_parameters().empty());
-  EXPECT_EQ(te_only->key_context().text_encoder_prefixes, (std::vector<std::string>{"lora_te1", "lora_te2"}));
+  EXPECT_EQ(te_only->key_context().text_encoder_prefixes,
+            (std::vector<std::string>{"lora_te1", "lora_te2"}));
   te_only.reset();
   o.train_unet = true;
   o.train_text_encoder = false;
@@ -310,9 +313,9 @@ TEST_F(TinyLoRA, TextEncoderModulesPerFamilyAndParameterGroups) {
   // SD 2.x as kohya converts it: 23 of 24 open_clip layers.
   o.train_text_encoder = true;
   o.train_unet = false;
-  auto sd2 = std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
-                                           std::vector<LoRATextEncoderTarget>{{small_clip(24), "lora_te", 23}},
-                                           o, gen);
+  auto sd2 = std::make_unique<LoRANetwork>(
+      unet_, unet_lora_naming(unet_, false),
+      std::vector<LoRATextEncoderTarget>{{small_clip(24), "lora_te", 23}}, o, gen);
   EXPECT_EQ(sd2->module_names().size(), 138u);
   sd2.reset();
   o.train_unet = false;
@@ -328,35 +331,27 @@ TEST_F(TinyLoRA, NamingFactsComeFromTheModuleTree) {
   EXPECT_EQ(n.level_has_attention, (std::vector<bool>{true, true}));
 }
 
-TEST_F(TinyLoRA, ConvDimNeedsLoRACompatibleResBlockConvs) {
+TEST_F(TinyLoRA, ConvDimAddsResBlockAndSamplerModules) {
   LoRANetworkOptions o;
   o.conv_dim = 2;
   o.conv_alpha = 1.0;
   at::Generator gen = make_cpu_generator(5);
-  if (std::is_same<LoRAConvLayerImpl, LoRACompatibleConv1x1Impl>::value) {
-    // Today's UNet keeps ResBlock convs as plain Conv2d: LoCon is refused, not silently dropped.
-    try {
-      LoRANetwork(unet_, unet_lora_naming(unet_, false), {}, o, gen);
-      FAIL();
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("LoCon"), std::string::npos) << e.what();
-    }
-  } else {
-    // With LoRACompatibleConv ResBlocks: tiny (L = 1, 2 levels) has 7 ResBlocks x 3 + 4
-    // shortcuts + 1 down + 1 up = 27 LoCon modules on top of the 84 transformer ones.
-    LoRANetwork lora(unet_, unet_lora_naming(unet_, false), {}, o, gen);
-    EXPECT_EQ(lora.module_names().size(), 84u + 27u);
-    auto sd = lora.state_dict();
-    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight").sizes(),
-              torch::IntArrayRef({2, 32, 3, 3}));
-    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.lora_up.weight").sizes(),
-              torch::IntArrayRef({32, 2, 1, 1}));
-    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.alpha").item<float>(), 1.0f);
-    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_time_emb_proj.lora_down.weight").sizes(),
-              torch::IntArrayRef({4, 128}));
-    EXPECT_EQ(sd.at("lora_unet_down_blocks_0_downsamplers_0_conv.lora_down.weight").sizes(),
-              torch::IntArrayRef({2, 32, 3, 3}));
-  }
+  // tiny (L = 1, 2 levels) has 8 ResBlocks (2 input, 2 middle, 4 output) x {conv1,
+  // time_emb_proj, conv2} + 5 conv_shortcuts (input level 1 and every output block) + 1 down +
+  // 1 up = 31 LoCon modules on top of the 84 transformer ones (the same rule gives SD 1.5's
+  // 192 + 86 = 278).
+  LoRANetwork lora(unet_, unet_lora_naming(unet_, false), {}, o, gen);
+  EXPECT_EQ(lora.module_names().size(), 84u + 31u);
+  auto sd = lora.state_dict();
+  EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight").sizes(),
+            torch::IntArrayRef({2, 32, 3, 3}));
+  EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.lora_up.weight").sizes(),
+            torch::IntArrayRef({32, 2, 1, 1}));
+  EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_conv1.alpha").item<float>(), 1.0f);
+  EXPECT_EQ(sd.at("lora_unet_down_blocks_0_resnets_0_time_emb_proj.lora_down.weight").sizes(),
+            torch::IntArrayRef({4, 128}));
+  EXPECT_EQ(sd.at("lora_unet_down_blocks_0_downsamplers_0_conv.lora_down.weight").sizes(),
+            torch::IntArrayRef({2, 32, 3, 3}));
 }
 
 // A PEFT/diffusers file made from network A (proj_in/out stored as Linear [r, in]) loads into
@@ -368,10 +363,12 @@ TEST_F(TinyLoRA, LoadWeightsFromPeftLayoutReshapesLinearProjAndKeepsMissingModul
   auto sd = a->state_dict();
   size_t skipped = 0;
   for (const auto& m : unet_->named_modules("", false)) {
-    if (!m.value()->as<LoRACompatibleLinearImpl>() && !m.value()->as<LoRACompatibleConv1x1Impl>()) {
+    if (!m.value()->as<LoRACompatibleLinearImpl>() && !m.value()->as<LoRACompatibleConvImpl>()) {
       continue;
     }
-    const std::string name = kohya_unet_lora_name(m.key(), naming).name;
+    const UNetLoRAName lora_name = kohya_unet_lora_name(m.key(), naming);
+    if (lora_name.scope != UNetLoRAScope::kTransformer) continue;  // LoCon layers: not targets
+    const std::string& name = lora_name.name;
     if (name.find("up_blocks_1_attentions_1") != std::string::npos) {
       ++skipped;  // left out of the file: keeps B's init
       continue;
@@ -395,10 +392,13 @@ TEST_F(TinyLoRA, LoadWeightsFromPeftLayoutReshapesLinearProjAndKeepsMissingModul
   EXPECT_EQ(report.missing_modules.size(), 12u);
   EXPECT_EQ(report.variants, "PEFT/diffusers (lora_A/lora_B)");
   auto loaded = b->state_dict();
-  for (const auto& kv : expected) EXPECT_TRUE(torch::equal(loaded.at(kv.first), kv.second)) << kv.first;
+  for (const auto& kv : expected) {
+    EXPECT_TRUE(torch::equal(loaded.at(kv.first), kv.second)) << kv.first;
+  }
   EXPECT_EQ(loaded.at(std::string(kToQ) + ".alpha").item<float>(), 8.0f);
   const std::string kept = "lora_unet_up_blocks_1_attentions_1_proj_in";
-  EXPECT_TRUE(torch::equal(loaded.at(kept + ".lora_down.weight"), b_before.at(kept + ".lora_down.weight")));
+  EXPECT_TRUE(
+      torch::equal(loaded.at(kept + ".lora_down.weight"), b_before.at(kept + ".lora_down.weight")));
   EXPECT_EQ(loaded.at(kept + ".alpha").item<float>(), 1.0f);
 }
 
@@ -414,9 +414,10 @@ TEST_F(TinyLoRA, LoadWeightsRefusesUnmatchedKeysAndOtherFamilies) {
     FAIL();
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("3 keys match no module of the network: "
-                        "lora_unet_down_blocks_0_attentions_0_transformer_blocks_7_attn1_to_q.alpha"),
-              std::string::npos)
+    EXPECT_NE(
+        what.find("3 keys match no module of the network: "
+                  "lora_unet_down_blocks_0_attentions_0_transformer_blocks_7_attn1_to_q.alpha"),
+        std::string::npos)
         << what;
     EXPECT_EQ(what.find("look made for"), std::string::npos) << what;
   }
@@ -427,8 +428,9 @@ TEST_F(TinyLoRA, LoadWeightsRefusesUnmatchedKeysAndOtherFamilies) {
     lora->load_weights(xl);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("the keys look made for SDXL, but the model is SD 1.x/2.x"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("the keys look made for SDXL, but the model is SD 1.x/2.x"),
+        std::string::npos)
         << e.what();
   }
   // Refused variants propagate from the normaliser.

@@ -1,17 +1,20 @@
 // Full-size presets against the reference models (tests/oracle/check_full_size.py): lorafleet's
-// checkpoint key listing (key<TAB>shape under the original ldm prefixes) must be exactly the one
-// the references' own single-file conversion accepted with no missing / unexpected keys
-// (SHA-256 of the canonical listing in tests/fixtures/oracle/<preset>_full_size.json), and each
-// network's parameter count must equal the reference model's (diffusers UNet2DConditionModel /
-// AutoencoderKL from the ldm yaml, transformers CLIPTextModel ViT-L/14; SD 1.5 UNet
-// 859,520,964). Models are built one at a time in bfloat16 (names, shapes and counts do not
-// depend on the dtype) to halve the memory: SD 1.5 UNet ~1.7 GB.
+// checkpoint key listing (key<TAB>shape under the original ldm/sgm prefixes, exactly what
+// `lorafleet-make-checkpoint --keys-only` writes) must be the one the references' own
+// single-file conversion accepted with no missing / unexpected keys (SHA-256 of the canonical
+// listing in tests/fixtures/oracle/<preset>_full_size.json), and each network's parameter count
+// must equal the reference model's (diffusers UNet2DConditionModel / AutoencoderKL from the
+// ldm/sgm yaml, transformers CLIPTextModel ViT-L/14, open_clip ViT-bigG-14's text tower with its
+// logit_scale). random_checkpoint_key_shapes builds every network for real, one at a time, in
+// bfloat16 (names, shapes and counts do not depend on the dtype): SDXL peaks at ~5.4 GB.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/io/sha256.h"
-#include "model/clip_text_model.h"
+#include "model/checkpoint.h"
 #include "model/model_config.h"
 #include "model/unet.h"
 #include "model/vae_encoder.h"
@@ -29,92 +32,119 @@ namespace {
 
 const std::string kFixtureDir = LF_SOURCE_DIR "/tests/fixtures/oracle/";
 
-struct Listing {
-  std::vector<std::string> lines;  // "key\td0,d1", unsorted
-  int64_t numel = 0;
-};
-
-void add_module(Listing& out, const torch::nn::Module& module, const std::string& prefix) {
-  for (const auto& p : module.named_parameters()) {
-    std::ostringstream line;
-    line << prefix << p.key() << '\t';
-    for (int64_t d = 0; d < p.value().dim(); ++d) line << (d ? "," : "") << p.value().size(d);
-    out.lines.push_back(line.str());
-    out.numel += p.value().numel();
-  }
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
 }
 
-// Default dtype bfloat16 for the scope (parameters are created with the default dtype).
-class DefaultDtype {
- public:
-  explicit DefaultDtype(caffe2::TypeMeta t) : saved_(torch::get_default_dtype()) {
-    torch::set_default_dtype(t);
+// Parameters of the listing under `prefix`.
+int64_t count_under(const KeyShapes& keys, const std::string& prefix) {
+  int64_t n = 0;
+  for (const auto& [key, shape] : keys) {
+    if (key.rfind(prefix, 0) == 0) n += numel(shape);
   }
-  ~DefaultDtype() { torch::set_default_dtype(saved_); }
+  return n;
+}
 
- private:
-  caffe2::TypeMeta saved_;
-};
+std::vector<std::string> listing_lines(const KeyShapes& keys) {
+  std::vector<std::string> lines;
+  for (const auto& [key, shape] : keys) {
+    std::ostringstream line;
+    line << key << '\t';
+    for (std::size_t d = 0; d < shape.size(); ++d) line << (d ? "," : "") << shape[d];
+    lines.push_back(line.str());
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
 
-TEST(OracleFullSize, Sd15KeysAndParameterCountsMatchTheReference) {
-  std::ifstream f(kFixtureDir + "sd15_full_size.json");
-  ASSERT_TRUE(f) << "missing sd15_full_size.json: run tests/oracle/regen.sh";
+// The listing of a preset, built once per test program (SDXL's takes ~25 s).
+const KeyShapes& listing_of(const std::string& preset) {
+  static std::map<std::string, KeyShapes> cache;
+  auto it = cache.find(preset);
+  if (it == cache.end()) {
+    it = cache.emplace(preset, random_checkpoint_key_shapes(model_preset(preset))).first;
+  }
+  return it->second;
+}
+
+class OracleFullSize : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OracleFullSize, KeysAndParameterCountsMatchTheReference) {
+  const std::string name = GetParam();
+  std::ifstream f(kFixtureDir + name + "_full_size.json");
+  ASSERT_TRUE(f) << "missing " << name << "_full_size.json: run tests/oracle/regen.sh";
   const nlohmann::json doc = nlohmann::json::parse(f);
+  ASSERT_TRUE(doc.at("vae_decoder_checked").get<bool>());
   const auto& counts = doc.at("reference_parameter_counts");
-  const ModelPreset preset = model_preset("sd15");
-  DefaultDtype bf16(caffe2::TypeMeta::Make<c10::BFloat16>());
+  const ModelPreset preset = model_preset(name);
+  const KeyShapes& keys = listing_of(name);
 
-  Listing all;
-  {
-    Listing unet_list;
-    UNetModel unet(preset.unet);
-    add_module(unet_list, *unet, kUNetCheckpointPrefix);
-    EXPECT_EQ(unet_list.numel, counts.at("unet").get<int64_t>()) << "UNet parameter count";
-    EXPECT_EQ(unet_list.numel, 859520964);
-    all.lines.insert(all.lines.end(), unet_list.lines.begin(), unet_list.lines.end());
+  EXPECT_EQ(count_under(keys, kUNetCheckpointPrefix), counts.at("unet").get<int64_t>()) << "UNet";
+  EXPECT_EQ(count_under(keys, kVAECheckpointPrefix), counts.at("vae").get<int64_t>()) << "VAE";
+  for (std::size_t i = 0; i < preset.text_encoders.size(); ++i) {
+    const std::string te = "te" + std::to_string(i);
+    EXPECT_EQ(count_under(keys, preset.text_encoders[i].checkpoint_prefix),
+              counts.at(te).get<int64_t>())
+        << te << " under " << preset.text_encoders[i].checkpoint_prefix;
   }
-  {
-    Listing vae_list;
-    VAEEncoder vae(preset.vae);
-    add_module(vae_list, *vae, kVAECheckpointPrefix);
-    // lorafleet has the encoder half only; the full VAE count is compared once it has the
-    // decoder (doc["vae_decoder_checked"] becomes true when the listing carries it).
-    ASSERT_FALSE(doc.at("vae_decoder_checked").get<bool>())
-        << "the fixture checked a VAE decoder: compare the full VAE count here";
-    EXPECT_EQ(vae_list.numel, counts.at("vae_encoder").get<int64_t>()) << "VAE encoder count";
-    all.lines.insert(all.lines.end(), vae_list.lines.begin(), vae_list.lines.end());
-  }
-  {
-    Listing text_list;
-    CLIPTextModel text(preset.text);
-    add_module(text_list, *text, kCLIPTextCheckpointPrefix);
-    EXPECT_EQ(text_list.numel, counts.at("te0").get<int64_t>()) << "text encoder count";
-    all.lines.insert(all.lines.end(), text_list.lines.begin(), text_list.lines.end());
+  if (name == "sd15") {
+    EXPECT_EQ(count_under(keys, kUNetCheckpointPrefix), 859520964);  // the figure
   }
 
-  std::sort(all.lines.begin(), all.lines.end());
+  const std::vector<std::string> lines = listing_lines(keys);
   std::string canonical;
-  for (const auto& l : all.lines) canonical += l + "\n";
-  EXPECT_EQ(static_cast<int64_t>(all.lines.size()), doc.at("key_count").get<int64_t>());
-  if (sha256_hex(canonical) != doc.at("keys_sha256").get<std::string>()) {
-    // Name the differing lines against the recorded listing.
+  for (const auto& l : lines) canonical += l + "\n";
+  EXPECT_EQ(static_cast<int64_t>(lines.size()), doc.at("key_count").get<int64_t>());
+  if (sha256_hex(canonical) == doc.at("keys_sha256").get<std::string>()) return;
+  // Name the differing lines when the accepted listing itself is committed (sd15).
+  std::ostringstream msg;
+  if (doc.contains("keys_file")) {
     std::ifstream kf(kFixtureDir + doc.at("keys_file").get<std::string>());
     std::vector<std::string> accepted;
     for (std::string line; std::getline(kf, line);) accepted.push_back(line);
     std::vector<std::string> only_ours, only_ref;
-    std::set_difference(all.lines.begin(), all.lines.end(), accepted.begin(), accepted.end(),
+    std::set_difference(lines.begin(), lines.end(), accepted.begin(), accepted.end(),
                         std::back_inserter(only_ours));
-    std::set_difference(accepted.begin(), accepted.end(), all.lines.begin(), all.lines.end(),
+    std::set_difference(accepted.begin(), accepted.end(), lines.begin(), lines.end(),
                         std::back_inserter(only_ref));
-    std::ostringstream msg;
-    for (size_t i = 0; i < std::min<size_t>(only_ours.size(), 10); ++i)
+    for (std::size_t i = 0; i < std::min<std::size_t>(only_ours.size(), 10); ++i) {
       msg << "\n  lorafleet only: " << only_ours[i];
-    for (size_t i = 0; i < std::min<size_t>(only_ref.size(), 10); ++i)
+    }
+    for (std::size_t i = 0; i < std::min<std::size_t>(only_ref.size(), 10); ++i) {
       msg << "\n  accepted only:  " << only_ref[i];
-    ADD_FAILURE() << "sd15 key listing differs from the one the reference conversion accepted ("
-                  << only_ours.size() << " / " << only_ref.size() << " lines); if intended, "
-                  << "rerun tests/oracle/regen.sh (it re-checks the new listing)" << msg.str();
+    }
   }
+  ADD_FAILURE() << name << " key listing differs from the one the reference conversion accepted; "
+                << "if intended, rerun tests/oracle/regen.sh (it re-checks the new listing)"
+                << msg.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, OracleFullSize, ::testing::Values("sd15", "sdxl"));
+
+// SDXL's defining shapes, read from the same listing (sd_architecture.md §B.1).
+TEST(OracleFullSize, SdxlLayout) {
+  const KeyShapes& keys = listing_of("sdxl");
+  const std::string u = kUNetCheckpointPrefix;
+  EXPECT_EQ(keys.at(u + "label_emb.0.0.weight"), (std::vector<int64_t>{1280, 2816}));
+  EXPECT_EQ(keys.at(u + "input_blocks.4.1.transformer_blocks.0.attn2.to_k.weight"),
+            (std::vector<int64_t>{640, 2048}));
+  EXPECT_TRUE(keys.count(u + "input_blocks.7.1.transformer_blocks.9.norm3.weight"));
+  EXPECT_TRUE(keys.count(u + "middle_block.1.transformer_blocks.9.norm3.weight"));
+  EXPECT_TRUE(keys.count(u + "output_blocks.2.2.conv.weight"));  // upsample after attention
+  EXPECT_FALSE(keys.count(u + "input_blocks.1.1.norm.weight"));  // level 0 has no attention
+  int64_t blocks = 0;
+  for (const auto& kv : keys) {
+    const std::string& k = kv.first;
+    if (k.size() > 12 && k.compare(k.size() - 12, 12, "norm1.weight") == 0 &&
+        k.find(".transformer_blocks.") != std::string::npos && k.rfind(u, 0) == 0) {
+      ++blocks;
+    }
+  }
+  EXPECT_EQ(blocks, 70);  // 11 SpatialTransformers holding 70 BasicTransformerBlocks
+  EXPECT_EQ(keys.at("conditioner.embedders.1.model.text_projection"),
+            (std::vector<int64_t>{1280, 1280}));
 }
 
 }  // namespace

@@ -22,86 +22,30 @@
 #include "model/checkpoint.h"
 #include "model/clip_text_model.h"
 #include "model/model_config.h"
+#include "model/sd_models.h"
 #include "model/unet.h"
 #include "model/vae_encoder.h"
+#include "oracle_fixture.h"
 #include "worker/io/tensor_file.h"
 
 namespace lf {
 namespace {
 
 constexpr double kAtol = 1e-4;  // fp32, same inputs, different kernels / op order
-const std::string kFixtureDir = LF_SOURCE_DIR "/tests/fixtures/oracle/";
-
-// The metadata lorafleet-make-checkpoint (worker/app/make_checkpoint.cpp) writes; part of the
-// hashed bytes. Keep in sync with the tool (or share one function once it exists).
-std::map<std::string, std::string> tool_metadata(const std::string& preset, uint64_t seed) {
-  return {{"format", "pt"},
-          {"lorafleet.architecture", preset},
-          {"lorafleet.seed", std::to_string(seed)}};
-}
-
-class Fixture {
- public:
-  explicit Fixture(const std::string& preset) {
-    const std::string path = kFixtureDir + preset + ".safetensors";
-    if (!std::filesystem::exists(path)) {
-      throw std::runtime_error(path + " missing: run tests/oracle/regen.sh");
-    }
-    loaded_ = load_safetensors(path);
-  }
-  const torch::Tensor& get(const std::string& key) {
-    auto it = loaded_.tensors.find(key);
-    if (it == loaded_.tensors.end()) throw std::runtime_error("fixture lacks " + key);
-    used_.insert(key);
-    return it->second;
-  }
-  bool has(const std::string& key) const { return loaded_.tensors.count(key) != 0; }
-  std::string meta(const std::string& key) const {
-    auto it = loaded_.metadata.find(key);
-    return it == loaded_.metadata.end() ? "" : it->second;
-  }
-  std::vector<std::string> unused() const {
-    std::vector<std::string> out;
-    for (const auto& [k, v] : loaded_.tensors)
-      if (!used_.count(k)) out.push_back(k);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  LoadedTensors loaded_;
-  std::set<std::string> used_;
-};
-
-// Compares `got` with the fixture's `key`: same shape, max |diff| <= kAtol.
-void expect_close(Fixture& fx, const std::string& key, const torch::Tensor& got) {
-  const torch::Tensor& want = fx.get(key);
-  ASSERT_EQ(got.sizes(), want.sizes()) << key;
-  const double diff = (got.to(torch::kFloat64) - want.to(torch::kFloat64)).abs().max().item<double>();
-  const double scale = want.abs().max().item<double>();
-  std::printf("  %-16s max|diff| %.3g (max|ref| %.3g)\n", key.c_str(), diff, scale);
-  EXPECT_LE(diff, kAtol) << key << ": lorafleet differs from the reference";
-}
-
-// First index of `token` in each row of ids [B, T] -> [B] int64.
-torch::Tensor first_index(const torch::Tensor& ids, int64_t token) {
-  return (ids == token).to(torch::kInt64).argmax(1);
-}
+const std::string& kFixtureDir = test::kOracleFixtureDir;
 
 class OracleParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OracleParity, ForwardOutputsMatchTheReferenceWithin1e4) {
   const std::string name = GetParam();
-  Fixture fx(name);
+  test::OracleFixture fx(kFixtureDir + name + ".safetensors");
   ASSERT_EQ(fx.meta("preset"), name);
   const uint64_t seed = std::stoull(fx.meta("checkpoint_seed"));
   const ModelPreset preset = model_preset(name);
 
   // The checkpoint the oracle saw, byte for byte.
   const auto weights = make_random_checkpoint(preset, seed);
-  const std::map<std::string, at::Tensor> ordered(weights.begin(), weights.end());
-  const std::vector<std::uint8_t> bytes = serialize_safetensors(ordered, tool_metadata(name, seed));
-  ASSERT_EQ(sha256_hex(bytes.data(), bytes.size()), fx.meta("checkpoint_sha256"))
+  ASSERT_EQ(test::random_checkpoint_sha256(name, weights, seed), fx.meta("checkpoint_sha256"))
       << "make_random_checkpoint(\"" << name << "\", " << seed << ") no longer produces the "
       << "checkpoint the oracle fixture was made from: run tests/oracle/regen.sh and review the "
       << "regenerated fixtures";
@@ -109,37 +53,47 @@ TEST_P(OracleParity, ForwardOutputsMatchTheReferenceWithin1e4) {
   torch::NoGradGuard no_grad;
   std::printf("[%s]\n", name.c_str());
 
-  UNetModel unet(preset.unet);
-  load_state_dict(unet, weights);
-  expect_close(fx, "unet.out",
-               unet->forward(fx.get("unet.x"), fx.get("unet.t"), fx.get("unet.context")));
+  SDModels models = build_sd_models(preset, /*with_decoder=*/true);
+  load_sd_models(models, weights);
 
-  VAEEncoder vae(preset.vae);
-  load_state_dict(vae, weights);
-  const LatentDistribution posterior = vae->encode(fx.get("vae.image"));
-  expect_close(fx, "vae.mean", posterior.mean);
-  expect_close(fx, "vae.logvar", posterior.logvar);
+  // SDXL: the vector conditioning from the pooled text embedding and the six size/crop ids
+  // (diffusers add_time_ids + add_time_proj), then the UNet with it.
+  torch::Tensor y;
+  if (preset.unet.adm_in_channels > 0) {
+    y = sdxl_vector_conditioning(fx.get("unet.pooled"), fx.get("unet.time_ids"),
+                                 preset.unet.adm_time_embed_dim);
+    test::expect_close(fx, "unet.y", y, kAtol);
+  }
+  test::expect_close(
+      fx, "unet.out",
+      models.unet->forward(fx.get("unet.x"), fx.get("unet.t"), fx.get("unet.context"), y), kAtol);
+
+  const LatentDistribution posterior = models.vae_encoder->encode(fx.get("vae.image"));
+  test::expect_close(fx, "vae.mean", posterior.mean, kAtol);
+  test::expect_close(fx, "vae.logvar", posterior.logvar, kAtol);
   EXPECT_DOUBLE_EQ(std::stod(fx.meta("vae_scaling_factor")), preset.vae.scale_factor);
-  // vae.latents / vae.decoded: compared once lorafleet has a VAE decoder (the fixture only
-  // carries them when the checkpoint has decoder weights; unused tensors fail below).
-  if (!fx.has("vae.decoded")) fx.get("vae.latents");
+  // lorafleet's decode divides by scale_factor itself; the oracle fed diffusers latents / scale.
+  test::expect_close(fx, "vae.decoded", models.vae_decoder->decode(fx.get("vae.latents")), kAtol);
 
-  // SD1 text encoder: last layer + final LayerNorm; the pooled output is that hidden state at
-  // the first eot token (HF CLIPTextTransformer pooler_output).
-  CLIPTextModel text(preset.text);
-  load_state_dict(text, weights);
-  const torch::Tensor ids = fx.get("te0.input_ids");
-  const torch::Tensor hidden = text->forward(ids, /*clip_skip=*/1, /*apply_final_layer_norm=*/true);
-  expect_close(fx, "te0.hidden", hidden);
-  const torch::Tensor eot = first_index(ids, 49407);
-  expect_close(fx, "te0.pooled", hidden.index({torch::arange(ids.size(0)), eot}));
+  // Every text encoder with its family's layer rule: hidden states of the chosen layer (final
+  // LayerNorm as the spec says) and the pooled output (final LN at the first eot, projected
+  // when the encoder has a text_projection).
+  for (std::size_t i = 0; i < preset.text_encoders.size(); ++i) {
+    const TextEncoderSpec& spec = preset.text_encoders[i];
+    const std::string te = "te" + std::to_string(i);
+    const CLIPTextOutput o = models.text_encoders[i]->forward(
+        fx.get(te + ".input_ids"), spec.hidden_layer_from_end, spec.apply_final_layer_norm);
+    test::expect_close(fx, te + ".hidden", o.hidden, kAtol);
+    test::expect_close(fx, te + ".pooled", o.pooled, kAtol);
+  }
 
   EXPECT_EQ(fx.unused(), std::vector<std::string>{})
       << "fixture tensors no comparison used (extend this test for them)";
 }
 
-// Presets with a committed fixture. Extend with "tiny-sd2" and "tiny-sdxl" when they exist.
-INSTANTIATE_TEST_SUITE_P(Presets, OracleParity, ::testing::Values("tiny"),
+// One tiny model per family: SD1-like, SD2-like (open_clip text encoder, linear projections),
+// SDXL-like (two text encoders, label_emb).
+INSTANTIATE_TEST_SUITE_P(Presets, OracleParity, ::testing::Values("tiny", "tiny-sd2", "tiny-sdxl"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

@@ -10,6 +10,7 @@
 #include "model/model_config.h"
 #include "model/state_dict.h"
 #include "model/unet.h"
+#include "model/vae_decoder.h"
 #include "model/vae_encoder.h"
 
 namespace lf {
@@ -34,6 +35,7 @@ class RandomCheckpoint : public ::testing::Test {
     delete weights_;
     delete preset_;
   }
+  static CLIPTextConfig text_config() { return preset_->text_encoders.at(0).config; }
   static ModelPreset* preset_;
   static WeightMap* weights_;
 };
@@ -56,8 +58,11 @@ TEST_F(RandomCheckpoint, KeysCarryTheThreeLdmPrefixes) {
     EXPECT_EQ(kv.second.scalar_type(), torch::kFloat32) << k;
   }
   EXPECT_EQ(unet, UNetModel(preset_->unet)->named_parameters().size());
-  EXPECT_EQ(vae, VAEEncoder(preset_->vae)->named_parameters().size());
-  EXPECT_EQ(text, CLIPTextModel(preset_->text)->named_parameters().size());
+  EXPECT_EQ(vae, VAEEncoder(preset_->vae)->named_parameters().size() +
+                     VAEDecoder(preset_->vae)->named_parameters().size());
+  EXPECT_EQ(text, CLIPTextModel(text_config())->named_parameters().size());
+  EXPECT_TRUE(weights_->count("first_stage_model.post_quant_conv.weight"));
+  EXPECT_TRUE(weights_->count("first_stage_model.decoder.up.3.upsample.conv.weight"));
   EXPECT_TRUE(weights_->count("model.diffusion_model.input_blocks.0.0.weight"));
   EXPECT_TRUE(weights_->count("first_stage_model.quant_conv.weight"));
   EXPECT_TRUE(
@@ -67,7 +72,7 @@ TEST_F(RandomCheckpoint, KeysCarryTheThreeLdmPrefixes) {
 TEST_F(RandomCheckpoint, LoadsBackIntoFreshModels) {
   UNetModel unet(preset_->unet);
   VAEEncoder vae(preset_->vae);
-  CLIPTextModel text(preset_->text);
+  CLIPTextModel text(text_config());
   ASSERT_NO_THROW(load_state_dict(unet, *weights_));
   ASSERT_NO_THROW(load_state_dict(vae, *weights_));
   ASSERT_NO_THROW(load_state_dict(text, *weights_));
@@ -142,13 +147,13 @@ TEST_F(RandomCheckpoint, FailedLoadCopiesNothing) {
 
 TEST_F(RandomCheckpoint, KnownIgnorableKeysAreAccepted) {
   WeightMap w = *weights_;
-  w["first_stage_model.decoder.conv_in.weight"] = torch::zeros({4});
+  w["first_stage_model.decoder.conv_in.weight"] = torch::zeros({4});  // ignored: wrong shape
   w["first_stage_model.post_quant_conv.weight"] = torch::zeros({4, 4, 1, 1});
   w["cond_stage_model.transformer.text_model.embeddings.position_ids"] =
       torch::arange(77, torch::kInt64).unsqueeze(0);
   w["alphas_cumprod"] = torch::zeros({1000});  // outside every prefix
   VAEEncoder vae(preset_->vae);
-  CLIPTextModel text(preset_->text);
+  CLIPTextModel text(text_config());
   UNetModel unet(preset_->unet);
   EXPECT_NO_THROW(load_state_dict(vae, w));
   EXPECT_NO_THROW(load_state_dict(text, w));

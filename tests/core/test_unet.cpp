@@ -169,8 +169,14 @@ TEST(ModelPreset, UnknownNameThrowsNamingValidOnes) {
 
 TEST(UNetConfig, ValidateRejectsInconsistentFields) {
   UNetConfig c = model_preset("tiny").unet;
-  c.attention_levels = {true};
+  c.transformer_depth = {1};
   EXPECT_THROW(UNetModel{c}, std::invalid_argument);
+  c = model_preset("tiny").unet;
+  c.transformer_depth_middle = 0;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+  c = model_preset("tiny").unet;
+  c.transformer_depth = {1, -1};
+  EXPECT_THROW(c.validate(), std::invalid_argument);
   c = model_preset("tiny").unet;
   c.norm_num_groups = 5;
   EXPECT_THROW(c.validate(), std::invalid_argument);

@@ -238,7 +238,12 @@ TEST_F(EndToEnd, TwoRanksStayInSyncWithFiniteLossAndValidMetrics) {
   ASSERT_TRUE(lora.tensors.count(key + ".lora_up.weight"));
   EXPECT_GT(lora.tensors.at(key + ".lora_up.weight").abs().sum().item<double>(), 0.0);
   EXPECT_FLOAT_EQ(lora.tensors.at(key + ".alpha").item<float>(), 2.0f);
-  EXPECT_TRUE(fs::exists(out + "/checkpoints/step-00000003/train_state.safetensors"));
+  // The text encoder's LoRA trains too by default (kohya): 2 layers x 6 modules, lora_te_ keys.
+  const std::string te_key = "lora_te_text_model_encoder_layers_1_self_attn_q_proj";
+  ASSERT_TRUE(lora.tensors.count(te_key + ".lora_up.weight"));
+  EXPECT_GT(lora.tensors.at(te_key + ".lora_up.weight").abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(lora.tensors.size(), 3u * (84u + 12u));
+  EXPECT_EQ(lora.metadata.at("ss_base_model_version"), "sd_v1");
   EXPECT_TRUE(fs::exists(out + "/checkpoints/step-00000006/rng/rank-1.safetensors"));
 
   // Live /metrics of the coordinator and both workers: served, promtool-clean, real values.
@@ -321,7 +326,10 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
     std::stringstream text;
     text << in.rdbuf();
     std::string y = text.str();
-    y.replace(y.find("  max_train_steps:"), 18, "  gradient_accumulation_steps: 2\n  max_train_steps:");
+    y.replace(y.find("  max_train_steps:"), 18,
+              "  gradient_accumulation_steps: 2\n  max_train_steps:");
+    // Cached text-encoder outputs need frozen text encoders (kohya: --network_train_unet_only).
+    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
     std::ofstream(path) << y;
     return path;
   };

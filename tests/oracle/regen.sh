@@ -72,7 +72,66 @@ install_fixture "${TMP}/tokenizer_open_clip.json" "${OUT}/tokenizer_open_clip.js
 nice "${PY}" "${ORACLE}/make_schedule_fixture.py" --output "${TMP}/ddpm_v_prediction.safetensors"
 install_fixture "${TMP}/ddpm_v_prediction.safetensors" "${OUT}/ddpm_v_prediction.safetensors"
 
-# 3. Full-size key listings and reference parameter counts (no weights materialised when the
+# 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
+#    job in tests/fixtures/oracle/lora_<preset>.yaml), diffusers' load_lora_weights loads it
+#    (make_lora_fixture.py). The trained file is a fixture itself (the C++ test loads it);
+#    it is replaced only when its tensors changed. Presets without a job yaml are skipped.
+#    The job runs in a scratch dir holding the base checkpoint and a .deps link (demo images,
+#    BPE vocab: scripts/prepare_demo_data.sh).
+COORD="${BUILD}/coordinator/lorafleet-coordinator"
+WORKER="${BUILD}/worker/lorafleet-worker"
+for preset in tiny tiny-sdxl; do
+  job="${OUT}/lora_${preset}.yaml"
+  [[ -f "${job}" ]] || { echo "skipped:   lora ${preset} (no ${job#${ROOT}/})"; continue; }
+  if [[ ! -x "${COORD}" || ! -x "${WORKER}" ]]; then
+    cmake --build "${BUILD}" --target lorafleet-coordinator lorafleet-worker
+  fi
+  [[ -d "${ROOT}/.deps/demo/train" ]] || bash "${ROOT}/scripts/prepare_demo_data.sh"
+  run="${TMP}/lora_${preset}"
+  mkdir -p "${run}"
+  ln -s "${ROOT}/.deps" "${run}/.deps"
+  if ! "${TOOL}" "${FLAG}" "${preset}" --seed "${SEED}" --output "${run}/base.safetensors" \
+       --force >/dev/null 2>"${TMP}/err"; then
+    echo "skipped:   lora ${preset} (lorafleet-make-checkpoint: $(head -c 200 "${TMP}/err"))"
+    continue
+  fi
+  MPI_FLAGS=(--oversubscribe --bind-to none)
+  [[ "$(id -u)" -eq 0 ]] && MPI_FLAGS+=(--allow-run-as-root)
+  ( cd "${run}" && "${COORD}" --config "${job}" >coordinator.log 2>&1 & cpid=$!
+    cd "${run}" && nice mpirun -np 1 "${MPI_FLAGS[@]}" "${WORKER}" --no-progress-bar \
+      --coordinator "$(sed -n 's/^ *listen_address: *\([^ ]*\).*/\1/p' "${job}")" \
+      >worker.log 2>&1; wrc=$?
+    wait "${cpid}"; crc=$?
+    [[ ${wrc} -eq 0 && ${crc} -eq 0 ]] ) || {
+    echo "lora ${preset}: training failed; logs:" >&2
+    tail -n 20 "${run}/coordinator.log" "${run}/worker.log" >&2; exit 1; }
+  lora="${run}/output/lora_${preset}.safetensors"
+  # Training is deterministic, but the file's ss_* metadata holds the start time and session id:
+  # keep the committed LoRA when its tensors are bitwise the same.
+  if [[ -f "${OUT}/lora_${preset}.safetensors" ]] && "${PY}" - "${lora}" \
+       "${OUT}/lora_${preset}.safetensors" <<'PYEOF'
+import sys, torch
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+sys.exit(0 if a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k])
+                                           for k in a) else 1)
+PYEOF
+  then
+    echo "unchanged: tests/fixtures/oracle/lora_${preset}.safetensors (tensors)"
+  else
+    cp "${lora}" "${OUT}/lora_${preset}.safetensors"
+    chmod 644 "${OUT}/lora_${preset}.safetensors"
+    echo "updated:   tests/fixtures/oracle/lora_${preset}.safetensors"
+  fi
+  # The expected outputs always come from the committed file (its SHA-256 is recorded).
+  nice "${PY}" "${ORACLE}/make_lora_fixture.py" --preset "${preset}" \
+    --checkpoint "${run}/base.safetensors" --lora "${OUT}/lora_${preset}.safetensors" \
+    --output "${TMP}/lora_${preset}_expected.safetensors"
+  install_fixture "${TMP}/lora_${preset}_expected.safetensors" \
+    "${OUT}/lora_${preset}_expected.safetensors"
+done
+
+# 4. Full-size key listings and reference parameter counts (no weights materialised when the
 #    tool has --keys-only; otherwise sd15 is written in full to a temp file, ~4 GB, ~1 min).
 for preset in sd15 sdxl; do
   if "${TOOL}" --help 2>&1 | grep -q -- "--keys-only"; then

@@ -139,7 +139,8 @@ TrainState load_train_state(const std::string& dir) {
   s.epoch = static_cast<int>(meta_int(m, "epoch", file));
   s.step_in_epoch = meta_int(m, "step_in_epoch", file);
   s.samples_in_epoch = meta_int(m, "samples_in_epoch", file);
-  s.shared_seed = static_cast<std::uint64_t>(std::stoull(m.at(std::string(kStatePrefix) + "shared_seed")));
+  s.shared_seed =
+      static_cast<std::uint64_t>(std::stoull(m.at(std::string(kStatePrefix) + "shared_seed")));
   s.world_size = static_cast<int>(meta_int(m, "world_size", file));
   s.session_id = meta_int(m, "session_id", file);
   s.training_started_at = std::stod(m.at(std::string(kStatePrefix) + "training_started_at"));

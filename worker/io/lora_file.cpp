@@ -84,10 +84,11 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
                                 "' (expected sd1, sd2 or sdxl)");
   }
   m["ss_v2"] = py_bool(v2);
-  // kohya model_util.get_model_version_str_for_sd1_sd2 / sdxl_model_util.MODEL_VERSION_SDXL_BASE_V1_0
-  m["ss_base_model_version"] = sdxl ? std::string("sdxl_base_v1-0")
-                                    : std::string(v2 ? "sd_v2" : "sd_v1") +
-                                          (f.v_parameterization ? "_v" : "");
+  // kohya model_util.get_model_version_str_for_sd1_sd2 /
+  // sdxl_model_util.MODEL_VERSION_SDXL_BASE_V1_0
+  m["ss_base_model_version"] =
+      sdxl ? std::string("sdxl_base_v1-0")
+           : std::string(v2 ? "sd_v2" : "sd_v1") + (f.v_parameterization ? "_v" : "");
   m["ss_clip_skip"] = f.clip_skip > 0 ? std::to_string(f.clip_skip) : "None";
   m["ss_max_token_length"] = "None";
   m["ss_cache_latents"] = "True";

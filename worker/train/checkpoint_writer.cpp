@@ -42,6 +42,9 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
     facts.num_train_images = dataset.num_train_samples;
     facts.num_reg_images = dataset.num_reg_samples_raw;
     facts.world_size = comm.world_size();
+    facts.family = family;
+    facts.v_parameterization = config.model.v_parameterization;
+    facts.clip_skip = config.training.clip_skip;
     facts.bucket_info_json = kohya_bucket_info_json(dataset, plan);
     facts.tag_frequency_json = kohya_tag_frequency_json(dataset, -1);
     facts.dataset_dirs_json = kohya_dataset_dirs_json(dataset, /*reg=*/false);

@@ -29,6 +29,7 @@ struct CheckpointWriter {
   LoRANetwork& lora;
   LoRAOptimizer& optimizer;
   std::vector<std::string> param_names;
+  std::string family;  // family_name() of the base model: "sd1", "sd2" or "sdxl" (LoRA metadata)
 
   struct Written {
     std::string checkpoint_dir;  // <output_dir>/checkpoints/step-XXXXXXXX

@@ -7,44 +7,46 @@
 
 namespace lf {
 
-TextCache::TextCache(CLIPTextModel& clip, const CLIPTokenizer& tokenizer, Options options)
-    : clip_(clip), tokenizer_(tokenizer), options_(std::move(options)) {
+TextCache::TextCache(TextEncoderStack& encoders, Options options)
+    : encoders_(encoders), options_(std::move(options)) {
   if (!options_.disk_dir.empty()) disk_ = std::make_unique<TextDiskCache>(options_.disk_dir);
 }
 
 TextCache::~TextCache() = default;
 
-at::Tensor TextCache::encode(const std::string& caption) {
-  const std::vector<int> ids = tokenizer_.tokenize(caption);
-  at::Tensor input_ids = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kLong)
-                             .unsqueeze(0)
-                             .to(options_.device);
+TextConditioning TextCache::encode(const std::string& caption) {
   torch::NoGradGuard no_grad;
-  return clip_->forward(input_ids).squeeze(0).detach();  // [77, hidden]
+  TextConditioning c = encoders_.encode({caption}, options_.device);
+  c.context = c.context.squeeze(0).detach();  // [77, context_dim]
+  if (c.pooled.defined()) c.pooled = c.pooled.squeeze(0).detach();  // [P]
+  return c;
 }
 
-const at::Tensor& TextCache::get(const std::string& caption) {
+const TextConditioning& TextCache::get(const std::string& caption) {
   auto it = cache_.find(caption);
   if (it != cache_.end()) return it->second;
-  at::Tensor context;
+  TextConditioning c;
   if (disk_) {
     TextCacheKey key;
     key.caption = caption;
     key.tokenizer_identity = options_.tokenizer_identity;
+    // The identity covers every encoder's weights and its layer choice (clip_skip).
     key.text_encoder_identity = options_.text_encoder_identity;
-    key.clip_skip = 1;  // the final layer
+    key.with_pooled = encoders_.has_pooled();
     if (auto hit = disk_->load(key)) {
-      context = hit->context.to(options_.device);
+      c.context = hit->context.to(options_.device);
+      if (hit->pooled.defined()) c.pooled = hit->pooled.to(options_.device);
     } else {
-      context = encode(caption);
+      c = encode(caption);
       TextEncoderEntry entry;
-      entry.context = context.to(at::kCPU).contiguous();
+      entry.context = c.context.to(at::kCPU).contiguous();
+      if (c.pooled.defined()) entry.pooled = c.pooled.to(at::kCPU).contiguous();
       disk_->store(key, entry);
     }
   } else {
-    context = encode(caption);
+    c = encode(caption);
   }
-  return cache_.emplace(caption, context).first->second;
+  return cache_.emplace(caption, std::move(c)).first->second;
 }
 
 }  // namespace lf

@@ -1,5 +1,5 @@
-// Text-encoder outputs per caption, computed with the frozen CLIP text model (kohya
-// cache_text_encoder_outputs). Base captions are cached in memory and, with
+// Text-encoder outputs per caption, computed with the frozen text encoders of the model family
+// (kohya cache_text_encoder_outputs; only when the text encoders are not trained). Base captions are cached in memory and, with
 // dataset.cache_text_encoder_outputs_to_disk, on disk (text_disk_cache.h); captions that change
 // per epoch (shuffle_caption, dropout) come from the plan and are encoded each time.
 #pragma once
@@ -10,8 +10,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/text/clip_tokenizer.h"
-#include "worker/core/model/clip_text_model.h"
+#include "worker/train/text_encoder_stack.h"
 
 namespace lf {
 
@@ -22,24 +21,25 @@ class TextCache {
   struct Options {
     at::Device device = at::Device(at::kCPU);
     std::string disk_dir;               // "" = memory only
-    std::string text_encoder_identity;  // model_identity of the text encoder (with disk_dir)
+    // Identity of the text encoders' weights and layer choices (with disk_dir).
+    std::string text_encoder_identity;
     std::string tokenizer_identity;     // e.g. SHA-256 of the BPE vocabulary file
   };
-  TextCache(CLIPTextModel& clip, const CLIPTokenizer& tokenizer, Options options);
+  TextCache(TextEncoderStack& encoders, Options options);
   ~TextCache();
 
-  // [77, hidden] context of `caption` (tokenised, framed and padded to 77), on the device,
-  // cached. Throws std::runtime_error naming the cache file for a corrupt disk entry.
-  const at::Tensor& get(const std::string& caption);
-  // The same, computed now and not cached (per-epoch captions).
-  at::Tensor encode(const std::string& caption);
+  // The conditioning of `caption` for one sample: context [77, context_dim] and, for SDXL,
+  // pooled [P], on the device, cached. Throws std::runtime_error naming the cache file for a
+  // corrupt disk entry.
+  const TextConditioning& get(const std::string& caption);
+  // The same, computed now under NoGrad and not cached (per-epoch captions).
+  TextConditioning encode(const std::string& caption);
 
  private:
-  CLIPTextModel& clip_;
-  const CLIPTokenizer& tokenizer_;
+  TextEncoderStack& encoders_;
   Options options_;
   std::unique_ptr<TextDiskCache> disk_;
-  std::unordered_map<std::string, at::Tensor> cache_;
+  std::unordered_map<std::string, TextConditioning> cache_;
 };
 
 }  // namespace lf

@@ -10,10 +10,14 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <array>
+#include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "common/io/atomic_file.h"
+#include "common/data/size_conditioning.h"
 #include "common/io/sha256.h"
 #include "common/text/clip_tokenizer.h"
 #include "common/util/log.h"
@@ -31,12 +35,15 @@
 #include "worker/core/train/train_step.h"
 #include "worker/dist/parameter_sync.h"
 #include "worker/io/checkpoint.h"
+#include "worker/io/lora_file.h"
 #include "worker/io/tensor_file.h"
+#include "worker/train/base_model.h"
 #include "worker/train/checkpoint_writer.h"
 #include "worker/train/latent_cache.h"
 #include "worker/train/model_identity.h"
 #include "worker/train/rng_streams.h"
 #include "worker/train/text_cache.h"
+#include "worker/train/text_encoder_stack.h"
 
 namespace fs = std::filesystem;
 
@@ -166,30 +173,60 @@ TrainState apply_resume_point(ResumePoint point, const JobAssignment& job, int r
 }
 
 // This rank's slice of a global batch as model inputs: cached latents (and alpha masks), the
-// text-encoder context of each sample's caption, and the loss weights. nullopt when the slice
-// is empty (the last batch of a bucket may leave some ranks without samples).
+// text conditioning of each sample's caption (from the cache, or run through the text encoders
+// with gradients when their LoRA trains), SDXL's vector conditioning from the pooled text
+// embedding and the sample's real size / crop, and the loss weights. nullopt when the slice is
+// empty (the last batch of a bucket may leave some ranks without samples).
 std::optional<StepInputs> local_inputs(const GlobalBatch& batch, int rank, LatentCache& latents,
-                                       TextCache& texts, const Dataset& dataset,
+                                       TextCache* texts, TextEncoderStack& encoders,
+                                       const ModelPreset& preset, const Dataset& dataset,
                                        at::Device device) {
   const auto [lo, hi] = rank_slice(batch, rank);
   if (hi <= lo) return std::nullopt;
-  std::vector<at::Tensor> lat, ctx, masks;
-  std::vector<float> weights;
+  std::vector<at::Tensor> lat, ctx, pooled, masks;
+  std::vector<std::string> captions;
+  std::vector<float> weights, size_cond;
   bool any_mask = false;
   for (int i = lo; i < hi; ++i) {
     const PlanSample& smp = batch.samples[i];
+    const ImageRecord& image = dataset.images[smp.image_index];
     LatentCache::Entry e = latents.get(smp.image_index, smp.crop_flip);
     any_mask = any_mask || e.mask.defined();
     lat.push_back(e.latents);
     masks.push_back(e.mask);
     // A shuffled / dropped-out caption comes with the sample; the base caption is cached.
-    ctx.push_back(smp.has_caption ? texts.encode(smp.caption)
-                                  : texts.get(dataset.images[smp.image_index].caption));
+    const std::string& caption = smp.has_caption ? smp.caption : image.caption;
+    if (texts) {
+      const TextConditioning c = smp.has_caption ? texts->encode(caption) : texts->get(caption);
+      ctx.push_back(c.context);
+      if (c.pooled.defined()) pooled.push_back(c.pooled);
+    } else {
+      captions.push_back(caption);
+    }
+    if (preset.unet.adm_in_channels > 0) {
+      const std::array<float, 6> sc = sdxl_size_conditioning(image, smp.crop_flip);
+      size_cond.insert(size_cond.end(), sc.begin(), sc.end());
+    }
     weights.push_back(smp.loss_weight);
   }
   StepInputs in;
   in.latents = torch::stack(lat);
-  in.context = torch::stack(ctx);
+  at::Tensor pooled_batch;
+  if (texts) {
+    in.context = torch::stack(ctx);
+    if (!pooled.empty()) pooled_batch = torch::stack(pooled);
+  } else {
+    // Text-encoder LoRA trains: one batched forward with gradients.
+    TextConditioning c = encoders.encode(captions, device);
+    in.context = c.context;
+    pooled_batch = c.pooled;
+  }
+  if (preset.unet.adm_in_channels > 0) {
+    const auto n = static_cast<int64_t>(weights.size());
+    at::Tensor sizes = torch::tensor(size_cond).view({n, 6}).to(device);
+    in.vector_cond =
+        sdxl_vector_conditioning(pooled_batch, sizes, preset.unet.adm_time_embed_dim);
+  }
   in.loss_weights = torch::tensor(weights).to(device);
   if (any_mask) {  // alpha_mask samples weight their loss; the others get an all-ones mask
     for (std::size_t k = 0; k < masks.size(); ++k) {
@@ -200,6 +237,14 @@ std::optional<StepInputs> local_inputs(const GlobalBatch& batch, int rank, Laten
     in.loss_mask = torch::stack(masks);
   }
   return in;
+}
+
+// Identity of the text encoders for the text-output disk cache: every encoder's weights and the
+// layer each returns.
+std::string text_encoders_identity(TextEncoderStack& encoders) {
+  std::string id;
+  for (auto& te : encoders.encoders()) id += weights_identity(*te) + ";";
+  return sha256_hex(id + "layers=" + encoders.layer_rendering());
 }
 
 }  // namespace
@@ -251,55 +296,90 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     throw std::runtime_error("model.pretrained_model_name_or_path: " + ckpt +
                              " does not exist (expected a single-file .safetensors checkpoint)");
   }
-  const ModelPreset preset = model_preset(config.model.architecture);
-  LoadedTensors base = load_safetensors(ckpt);
-  UNetModel unet(preset.unet);
-  VAEEncoder vae(preset.vae);
-  CLIPTextModel clip(preset.text);
-  try {
-    load_state_dict(unet, base.tensors);
-    load_state_dict(vae, base.tensors);
-    load_state_dict(clip, base.tensors);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(ckpt + ": " + e.what() + " (does model.architecture '" +
-                             config.model.architecture + "' match this checkpoint?)");
-  }
-  base.tensors.clear();
-  for (auto* m : {static_cast<torch::nn::Module*>(unet.get()),
-                  static_cast<torch::nn::Module*>(vae.get()),
-                  static_cast<torch::nn::Module*>(clip.get())}) {
+  BaseModel base = load_base_model(config.model);
+  SDModels& models = base.models;
+  const ModelPreset& preset = models.preset;
+  UNetModel& unet = models.unet;
+  VAEEncoder& vae = models.vae_encoder;
+  std::vector<torch::nn::Module*> frozen = {unet.get(), vae.get()};
+  for (auto& te : models.text_encoders) frozen.push_back(te.get());
+  for (torch::nn::Module* m : frozen) {
     freeze_parameters(*m);
     m->eval();
     m->to(device);
   }
-  if (rank == 0) {
-    LF_INFO("loaded " << ckpt << " (architecture " << config.model.architecture << ") on "
-                      << device.str());
+  if (rank == 0) LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary);
+  const bool sdxl = preset.family == ModelFamily::kSDXL;
+  const auto& net = config.network;
+  if (config.dataset.cache_text_encoder_outputs_to_disk && !net.network_train_unet_only) {
+    throw std::runtime_error(
+        "dataset.cache_text_encoder_outputs_to_disk needs network.network_train_unet_only: true "
+        "(the text encoders' LoRA would change their outputs every step; kohya refuses this "
+        "combination too)");
   }
 
   // ---- LoRA: rank 0's initial weights are broadcast so every rank starts identical. ----
   auto init_gen = make_cpu_generator(lora_init_seed(tr.seed));
-  // Adapters are created on each target layer's device (the UNet is already there).
-  LoRANetwork lora(unet, config.network.network_dim, config.network.network_alpha, init_gen);
-  if (!config.network.network_weights.empty()) {
-    LoadedTensors w = load_safetensors(config.network.network_weights);
-    lora.load_state_dict(std::map<std::string, at::Tensor>(w.tensors.begin(), w.tensors.end()));
+  LoRANetworkOptions lora_options;
+  lora_options.network_dim = net.network_dim;
+  lora_options.network_alpha = net.network_alpha;
+  lora_options.conv_dim = net.conv_dim;
+  lora_options.conv_alpha = net.conv_alpha;
+  lora_options.train_unet = !net.network_train_text_encoder_only;
+  lora_options.train_text_encoder = !net.network_train_unet_only;
+  std::vector<LoRATextEncoderTarget> te_targets;
+  for (std::size_t i = 0; i < models.text_encoders.size(); ++i) {
+    // kohya builds SD 2.x's ViT-H without its last layer, so its files name 23 layers.
+    const int64_t layers = preset.family == ModelFamily::kSD2
+                               ? preset.text_encoders[i].config.num_layers - 1
+                               : 0;
+    te_targets.push_back({models.text_encoders[i], preset.text_encoders[i].lora_prefix, layers});
+  }
+  // Adapters are created on each target layer's device (the models are already there).
+  LoRANetwork lora(unet, unet_lora_naming(unet, /*ldm_names=*/sdxl), te_targets, lora_options,
+                   init_gen);
+  if (!net.network_weights.empty()) {
+    const LoRALoadReport report = load_network_weights(lora, net.network_weights);
+    if (rank == 0) {
+      LF_INFO("network_weights " << net.network_weights << ": " << report.loaded_modules
+                                 << " modules loaded (" << report.variants << ")");
+      if (!report.missing_modules.empty()) {
+        LF_WARN("network_weights: " << report.missing_modules.size()
+                                    << " modules of this network are not in the file and keep "
+                                       "their fresh init, e.g. "
+                                    << report.missing_modules.front());
+      }
+    }
   }
   const std::vector<at::Tensor> params = lora.parameters();
   broadcast_parameters(comm, params, 0);
+  const std::size_t te_modules = lora.text_encoder_parameters().size() / 2;
   if (rank == 0) {
-    LF_INFO("LoRA: " << lora.module_names().size() << " modules, network_dim "
-                     << config.network.network_dim << ", network_alpha "
-                     << config.network.network_alpha << ", " << lora.num_parameters()
-                     << " parameters");
+    LF_INFO("LoRA: " << lora.module_names().size() << " modules (" << te_modules
+                     << " on the text encoders), network_dim " << net.network_dim
+                     << ", network_alpha " << net.network_alpha
+                     << (net.conv_dim > 0 ? ", conv_dim " + std::to_string(net.conv_dim) : "")
+                     << ", " << lora.num_parameters() << " parameters");
   }
+  const bool train_text_encoder = te_modules > 0;
 
   AdamWOptions adam;
   adam.beta1 = tr.adam_beta1;
   adam.beta2 = tr.adam_beta2;
   adam.eps = tr.adam_epsilon;
   adam.weight_decay = tr.adam_weight_decay;
-  LoRAOptimizer optimizer(params, adam);
+  // kohya's unet_lr / text_encoder_lr: one schedule, each group's lr a multiple of its factor.
+  const double unet_lr = net.unet_lr.value_or(tr.learning_rate);
+  const double text_encoder_lr = net.text_encoder_lr.value_or(tr.learning_rate);
+  std::vector<double> lr_of_param(params.size(), unet_lr);
+  {
+    std::set<const void*> te_params;
+    for (const auto& p : lora.text_encoder_parameters()) te_params.insert(p.unsafeGetTensorImpl());
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (te_params.count(params[i].unsafeGetTensorImpl())) lr_of_param[i] = text_encoder_lr;
+    }
+  }
+  LoRAOptimizer optimizer(params, adam, lr_of_param);
   const std::vector<std::string> param_names = lora.parameter_names();
 
   // ---- Resume. ----
@@ -318,14 +398,20 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   // ---- Data. ----
   const Dataset dataset = coordinator.get_dataset();
   const CLIPTokenizer tokenizer = CLIPTokenizer::from_file(config.model.tokenizer_vocab);
-  TextCache::Options text_options;
-  text_options.device = device;
-  if (config.dataset.cache_text_encoder_outputs_to_disk) {
-    text_options.disk_dir = (fs::path(cache_dir_of(config)) / "text").string();
-    text_options.text_encoder_identity = weights_identity(*clip);
-    text_options.tokenizer_identity = sha256_file_hex(config.model.tokenizer_vocab);
+  TextEncoderStack encoders(preset, models.text_encoders, tokenizer, tr.clip_skip);
+  // Frozen text encoders: their outputs are cached per caption (kohya
+  // cache_text_encoder_outputs); trained ones run every step.
+  std::unique_ptr<TextCache> texts;
+  if (!train_text_encoder) {
+    TextCache::Options text_options;
+    text_options.device = device;
+    if (config.dataset.cache_text_encoder_outputs_to_disk) {
+      text_options.disk_dir = (fs::path(cache_dir_of(config)) / "text").string();
+      text_options.text_encoder_identity = text_encoders_identity(encoders);
+      text_options.tokenizer_identity = sha256_file_hex(config.model.tokenizer_vocab);
+    }
+    texts = std::make_unique<TextCache>(encoders, text_options);
   }
-  TextCache texts(clip, tokenizer, text_options);
   LatentCache::Options latent_options;
   latent_options.device = device;
   // Always: the VAE noise of an entry is seeded by its key, which holds the VAE's identity, so
@@ -353,7 +439,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const DDPMNoiseSchedule schedule;
   LRScheduleOptions lr_opts;
   lr_opts.name = tr.lr_scheduler;
-  lr_opts.base_lr = tr.learning_rate;
+  lr_opts.base_lr = 1.0;  // the schedule's factor; each group's lr multiplies it
   lr_opts.warmup_steps = tr.lr_warmup_steps;
   lr_opts.total_steps = job.max_train_steps;
 
@@ -365,8 +451,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   ProgressBar bar(job.max_train_steps, state.global_step, stdout, options.progress_tty);
 
   if (rank == 0) fs::create_directories(out_dir / "checkpoints");
-  CheckpointWriter checkpoints{config, job, dataset, comm, coordinator, lora, optimizer,
-                               param_names};
+  CheckpointWriter checkpoints{config, job,       dataset,     comm,
+                               coordinator, lora, optimizer, param_names,
+                               family_name(preset.family)};
   TrainResult result;
   std::int64_t local_samples_total = 0;
   EpochPlan plan;
@@ -411,7 +498,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       const std::int64_t group_end = std::min(num_batches, b + accum);
       double n_global = 0.0;
       for (std::int64_t k = b; k < group_end; ++k) n_global += plan.batches[k].samples.size();
-      const double lr = lr_at_step(lr_opts, state.global_step);
+      const double lr_factor = lr_at_step(lr_opts, state.global_step);
+      // Reported lr: the UNet group's (the text encoders' when only they train).
+      const double lr = lr_factor * (lora_options.train_unet ? unet_lr : text_encoder_lr);
       optimizer.zero_grad();
       double local_loss_sum = 0.0;
       double data_wait = plan_wait;
@@ -420,12 +509,14 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       for (std::int64_t k = b; k < group_end; ++k) {
         const auto data_t0 = Clock::now();
         std::optional<StepInputs> in =
-            local_inputs(plan.batches[k], rank, latents, texts, dataset, device);
+            local_inputs(plan.batches[k], rank, latents, texts.get(), encoders, preset, dataset,
+                         device);
         data_wait += seconds_since(data_t0);
         if (!in) continue;  // the last batch of a bucket may leave a rank without samples
         n_local += static_cast<int>(in->latents.size(0));
         auto gen = make_noise_generator(job.shared_seed, rank, state.global_step, k - b);
-        at::Tensor loss_sum = compute_loss_sum(unet, schedule, *in, gen);
+        at::Tensor loss_sum =
+            compute_loss_sum(unet, schedule, *in, gen, config.model.v_parameterization);
         (loss_sum / n_global).backward();
         local_loss_sum += loss_sum.item<double>();
       }
@@ -438,7 +529,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
                                  " (try a lower training.learning_rate)");
       }
       if (tr.max_grad_norm > 0) clip_grad_norm(params, tr.max_grad_norm);
-      optimizer.step(lr);
+      optimizer.step(lr_factor);
       state.global_step += 1;
       state.step_in_epoch = group_end;
       state.samples_in_epoch += static_cast<std::int64_t>(n_global);

@@ -66,6 +66,25 @@ def ref_param(key, shape):
     return torch.from_numpy(v.astype(np.float32)).reshape(shape)
 
 
+def load_hashed_vae(vae, key_to_ldm):
+    """Loads ref_param(ldm key) into every VAE tensor key_to_ldm maps (zeros elsewhere); the
+    mid-attention Linear weights get the values of ldm's conv 1x1. Returns the ldm keys, sorted."""
+    sd, keys = {}, []
+    for k, v in vae.state_dict().items():
+        lk = key_to_ldm(k)
+        if lk is None:
+            sd[k] = torch.zeros_like(v)
+            continue
+        keys.append(lk)
+        shape = list(v.shape)
+        if ".attn_1." in lk and lk.endswith("weight") and len(shape) == 2:
+            sd[k] = ref_param(lk, shape + [1, 1]).reshape(shape)  # ldm stores conv 1x1
+        else:
+            sd[k] = ref_param(lk, shape)
+    vae.load_state_dict(sd, strict=True)
+    return sorted(keys)
+
+
 def ref_input(key, shape, scale=1.0):
     n = int(np.prod(shape))
     return torch.from_numpy((ref_values(key, n) * scale).astype(np.float32)).reshape(shape)
@@ -246,20 +265,7 @@ def main():
                         down_block_types=("DownEncoderBlock2D",) * 4,
                         up_block_types=("UpDecoderBlock2D",) * 4, block_out_channels=VAE_CH,
                         layers_per_block=1, latent_channels=4, norm_num_groups=8).eval()
-    sd = {}
-    vae_keys = []
-    for k, v in vae.state_dict().items():
-        lk = vae_key_to_ldm(k)
-        if lk is None:
-            sd[k] = torch.zeros_like(v)
-            continue
-        vae_keys.append(lk)
-        shape = list(v.shape)
-        if ".attn_1." in lk and lk.endswith("weight") and len(shape) == 2:
-            sd[k] = ref_param(lk, shape + [1, 1]).reshape(shape)  # ldm stores conv 1x1
-        else:
-            sd[k] = ref_param(lk, shape)
-    vae.load_state_dict(sd, strict=True)
+    vae_keys = load_hashed_vae(vae, vae_key_to_ldm)
     img = ref_input("vae.x", [1, 3, 32, 32])
     dist = vae.encode(img).latent_dist
     emit_strings("kVAETinyKeys", sorted(vae_keys))

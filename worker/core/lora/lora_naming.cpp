@@ -133,8 +133,8 @@ std::string to_diffusers(const LdmLocation& loc, const std::string& path) {
     case LdmLocation::kRes: {
       const std::string child = resblock_child_to_diffusers(loc.rest, path);
       if (loc.part == LdmLocation::kMiddle) return "mid_block.resnets." + j + "." + child;
-      return (loc.part == LdmLocation::kInput ? "down_blocks." : "up_blocks.") + i +
-             ".resnets." + j + "." + child;
+      return (loc.part == LdmLocation::kInput ? "down_blocks." : "up_blocks.") + i + ".resnets." +
+             j + "." + child;
     }
     case LdmLocation::kTransformer:
       if (loc.rest != "proj_in" && loc.rest != "proj_out" &&
@@ -150,16 +150,14 @@ std::string to_diffusers(const LdmLocation& loc, const std::string& path) {
     case LdmLocation::kUp:
       if (loc.rest != "conv") bad_path(path, "an Upsample's layer is conv");
       return "up_blocks." + i + ".upsamplers.0.conv";
-    case LdmLocation::kOther:
-      break;
+    case LdmLocation::kOther: break;
   }
   bad_path(path, "not inside a ResBlock, SpatialTransformer, Downsample or Upsample");
 }
 
 }  // namespace
 
-UNetLoRAName kohya_unet_lora_name(const std::string& ldm_layer_path,
-                                  const UNetLoRANaming& naming) {
+UNetLoRAName kohya_unet_lora_name(const std::string& ldm_layer_path, const UNetLoRANaming& naming) {
   const LdmLocation loc = locate_ldm(ldm_layer_path, naming);
   UNetLoRAName out;
   if (loc.kind == LdmLocation::kOther) return out;
@@ -171,8 +169,7 @@ UNetLoRAName kohya_unet_lora_name(const std::string& ldm_layer_path,
   return out;
 }
 
-std::string ldm_to_diffusers_unet_path(const std::string& ldm_path,
-                                       const UNetLoRANaming& naming) {
+std::string ldm_to_diffusers_unet_path(const std::string& ldm_path, const UNetLoRANaming& naming) {
   const LdmLocation loc = locate_ldm(ldm_path, naming);
   return to_diffusers(loc, ldm_path);
 }
@@ -195,12 +192,12 @@ std::string diffusers_to_ldm_unet_path(const std::string& path, const UNetLoRANa
   int64_t i = 0, j = 0;
   if (p.size() >= 4 && p[0] == "mid_block" && parse_index(p[2], &j)) {
     if (p[1] == "attentions" && j == 0 && p.size() > 3) return "middle_block.1." + join(p, 3);
-    if (p[1] == "resnets" && j <= 1) return "middle_block." + std::to_string(2 * j) + "." +
-                                            res_child(3);
+    if (p[1] == "resnets" && j <= 1)
+      return "middle_block." + std::to_string(2 * j) + "." + res_child(3);
     return fail("mid_block has attentions.0 and resnets.0/1");
   }
-  if (p.size() < 5 || (p[0] != "down_blocks" && p[0] != "up_blocks") ||
-      !parse_index(p[1], &i) || !parse_index(p[3], &j)) {
+  if (p.size() < 5 || (p[0] != "down_blocks" && p[0] != "up_blocks") || !parse_index(p[1], &i) ||
+      !parse_index(p[3], &j)) {
     return fail("expected down_blocks / mid_block / up_blocks");
   }
   if (i >= levels) return fail("block index beyond the last level");
@@ -220,8 +217,7 @@ std::string diffusers_to_ldm_unet_path(const std::string& path, const UNetLoRANa
   if (kind == "resnets" && j <= L) return "output_blocks." + n + ".0." + res_child(4);
   if (kind == "attentions" && j <= L && attention) return "output_blocks." + n + ".1." + join(p, 4);
   if (kind == "upsamplers" && j == 0 && i < levels - 1 && join(p, 4) == "conv") {
-    return "output_blocks." + std::to_string(i * (L + 1) + L) + (attention ? ".2" : ".1") +
-           ".conv";
+    return "output_blocks." + std::to_string(i * (L + 1) + L) + (attention ? ".2" : ".1") + ".conv";
   }
   return fail("no such up-block layer in this wiring");
 }

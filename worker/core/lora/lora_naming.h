@@ -18,8 +18,8 @@ struct UNetLoRANaming {
   // true for SDXL (kohya keeps the ldm names of sdxl_original_unet), false for SD 1.x/2.x
   // (kohya's original_unet mirrors the diffusers module tree).
   bool ldm_names = false;
-  int64_t num_res_blocks = 2;              // L: ResBlocks per input level
-  std::vector<bool> level_has_attention;   // per level: SD1/2 {1,1,1,0}, SDXL {0,1,1}
+  int64_t num_res_blocks = 2;             // L: ResBlocks per input level
+  std::vector<bool> level_has_attention;  // per level: SD1/2 {1,1,1,0}, SDXL {0,1,1}
 };
 
 // Where an ldm UNet layer sits, as far as kohya's target classes go.

@@ -86,7 +86,8 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
         "LoRANetwork: nothing to train (train_unet and train_text_encoder are both false)");
   }
   // kohya LoRAModule: alpha None / 0 means alpha = rank.
-  if (!(options_.network_alpha > 0)) options_.network_alpha = static_cast<double>(options_.network_dim);
+  if (!(options_.network_alpha > 0))
+    options_.network_alpha = static_cast<double>(options_.network_dim);
   if (!(options_.conv_alpha > 0)) options_.conv_alpha = static_cast<double>(options_.conv_dim);
   key_context_.unet = naming;
   for (const auto& te : text_encoders) key_context_.text_encoder_prefixes.push_back(te.lora_prefix);
@@ -137,8 +138,7 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
 LoRANetwork::LoRANetwork(UNetModel& unet, int64_t network_dim, double network_alpha,
                          at::Generator& generator)
     : LoRANetwork(unet, unet_lora_naming(unet, /*ldm_names=*/false), {},
-                  LoRANetworkOptions{network_dim, network_alpha, 0, 0.0, true, false},
-                  generator) {}
+                  LoRANetworkOptions{network_dim, network_alpha, 0, 0.0, true, false}, generator) {}
 
 void LoRANetwork::add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
                              const std::string& where, bool kxk_uses_conv_dim) {
@@ -146,7 +146,8 @@ void LoRANetwork::add_module(const std::string& name, std::shared_ptr<torch::nn:
   m.linear = std::dynamic_pointer_cast<LoRACompatibleLinearImpl>(layer);
   m.conv = std::dynamic_pointer_cast<LoRAConvLayerImpl>(layer);
   const bool busy = m.linear ? m.linear->adapter() != nullptr : m.conv->adapter() != nullptr;
-  if (busy) throw std::invalid_argument("LoRANetwork: " + where + " already carries a LoRA adapter");
+  if (busy)
+    throw std::invalid_argument("LoRANetwork: " + where + " already carries a LoRA adapter");
   const bool kxk = m.conv && m.conv->weight().dim() == 4 && m.conv->weight().size(2) > 1;
   // kohya: Linear and 1x1 conv take network_dim/alpha, larger kernels conv_dim/conv_alpha.
   if (kxk && kxk_uses_conv_dim) {
@@ -331,7 +332,8 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
   for (auto& entry : modules_) {
     if (!present[entry.first]) continue;
     Module& m = entry.second;
-    m.adapter->down.copy_(weights.at(entry.first + ".lora_down.weight").reshape(m.adapter->down.sizes()));
+    m.adapter->down.copy_(
+        weights.at(entry.first + ".lora_down.weight").reshape(m.adapter->down.sizes()));
     m.adapter->up.copy_(weights.at(entry.first + ".lora_up.weight").reshape(m.adapter->up.sizes()));
     auto it = weights.find(entry.first + ".alpha");
     m.alpha = it != weights.end() ? it->second.to(torch::kFloat64).item<double>()

@@ -22,11 +22,9 @@
 
 namespace lf {
 
-// The LoRA-compatible conv class of the UNet. Today only 1x1 (SD1 proj_in/proj_out); when the
-// UNet's ResBlock / Downsample / Upsample convs become the general LoRACompatibleConv (any square
-// kernel, same set_adapter / adapter / in_channels / out_channels / weight API), switch this alias
-// to LoRACompatibleConvImpl and LoCon targets them with no other change.
-using LoRAConvLayerImpl = LoRACompatibleConv1x1Impl;
+// The LoRA-compatible conv class of the UNet: SD1's 1x1 proj_in/proj_out and, for LoCon, the
+// ResBlock / Downsample / Upsample convs (any square kernel).
+using LoRAConvLayerImpl = LoRACompatibleConvImpl;
 
 // kohya network options (train_network.py --network_dim / --network_alpha, network_args
 // conv_dim / conv_alpha, --network_train_unet_only / --network_train_text_encoder_only).
@@ -100,7 +98,9 @@ class LoRANetwork {
   int64_t network_dim() const { return options_.network_dim; }
   double network_alpha() const { return options_.network_alpha; }
   // network_alpha / network_dim as constructed (load_state_dict may set per-module alphas).
-  double scale() const { return options_.network_alpha / static_cast<double>(options_.network_dim); }
+  double scale() const {
+    return options_.network_alpha / static_cast<double>(options_.network_dim);
+  }
   // kohya network multiplier (applied on top of scale); 1 by default.
   void set_multiplier(double multiplier);
   // How this network's keys look (for normalize_lora_state_dict).

@@ -26,7 +26,8 @@ std::string underscored(std::string s) {
 [[noreturn]] void refuse(const std::string& variant, const std::string& key) {
   throw std::runtime_error("LoRA weights use " + variant +
                            ", which lorafleet cannot load to continue training (first such key: '" +
-                           key + "'); only plain LoRA / LoCon (lora_down, lora_up, alpha) is "
+                           key +
+                           "'); only plain LoRA / LoCon (lora_down, lora_up, alpha) is "
                            "supported");
 }
 
@@ -94,7 +95,8 @@ std::string text_encoder_old_names(std::string path) {
       {"self_attn.to_v", "self_attn.v_proj"},
       {"self_attn.to_out", "self_attn.out_proj"}};
   for (const auto& r : renames) {
-    if (ends_with(path, r.first)) return path.substr(0, path.size() - std::strlen(r.first)) + r.second;
+    if (ends_with(path, r.first))
+      return path.substr(0, path.size() - std::strlen(r.first)) + r.second;
   }
   return path;
 }
@@ -174,7 +176,8 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
       if (te >= 0) {
         path = text_encoder_old_names(path);
         if (!starts_with(path, "text_model.")) {
-          throw std::runtime_error("LoRA key '" + key + "': expected a text-encoder path under "
+          throw std::runtime_error("LoRA key '" + key +
+                                   "': expected a text-encoder path under "
                                    "text_model. (HF CLIP names)");
         }
         std::string prefix = te == 0 ? "lora_te" : "lora_te2";
@@ -199,10 +202,22 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
     at::Tensor* slot = nullptr;
     std::string* slot_key = nullptr;
     switch (suffix->part) {
-      case Part::kDown: slot = &m.down; slot_key = &m.down_key; break;
-      case Part::kUp: slot = &m.up; slot_key = &m.up_key; break;
-      case Part::kAlpha: slot = &m.alpha; slot_key = &m.alpha_key; break;
-      case Part::kScale: slot = &m.scale; slot_key = &m.scale_key; break;
+      case Part::kDown:
+        slot = &m.down;
+        slot_key = &m.down_key;
+        break;
+      case Part::kUp:
+        slot = &m.up;
+        slot_key = &m.up_key;
+        break;
+      case Part::kAlpha:
+        slot = &m.alpha;
+        slot_key = &m.alpha_key;
+        break;
+      case Part::kScale:
+        slot = &m.scale;
+        slot_key = &m.scale_key;
+        break;
     }
     if (slot->defined()) {
       throw std::runtime_error("LoRA keys '" + *slot_key + "' and '" + key +
@@ -224,15 +239,17 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
   for (const std::string& v : variants) out.variants += (out.variants.empty() ? "" : ", ") + v;
   for (auto& [name, m] : modules) {
     if (!m.down.defined() || !m.up.defined()) {
-      const std::string& have = m.down.defined() ? m.down_key
-                                : m.up.defined() ? m.up_key
-                                : m.alpha.defined() ? m.alpha_key : m.scale_key;
+      const std::string& have = m.down.defined()    ? m.down_key
+                                : m.up.defined()    ? m.up_key
+                                : m.alpha.defined() ? m.alpha_key
+                                                    : m.scale_key;
       throw std::runtime_error("LoRA module " + name + " is incomplete: it has '" + have +
                                "' but no " + (m.down.defined() ? "lora_up" : "lora_down") +
                                " weight");
     }
     if (m.down.dim() < 1) {
-      throw std::runtime_error("LoRA key '" + m.down_key + "': lora_down must have a rank dimension");
+      throw std::runtime_error("LoRA key '" + m.down_key +
+                               "': lora_down must have a rank dimension");
     }
     const double rank = static_cast<double>(m.down.size(0));
     double alpha = rank;  // kohya / sd.cpp: no alpha means scale 1
@@ -261,7 +278,8 @@ std::string guess_lora_family(const std::map<std::string, at::Tensor>& t) {
   int64_t width = 0;
   for (const auto& [key, value] : t) {
     if (starts_with(key, "lora_te1_") || starts_with(key, "lora_te2_") ||
-        starts_with(key, "lora_unet_input_blocks_") || starts_with(key, "lora_unet_middle_block_") ||
+        starts_with(key, "lora_unet_input_blocks_") ||
+        starts_with(key, "lora_unet_middle_block_") ||
         starts_with(key, "lora_unet_output_blocks_")) {
       sdxl_names = true;
     }

@@ -82,7 +82,7 @@ SpatialTransformerImpl::SpatialTransformerImpl(int64_t channels, int64_t heads, 
   if (use_linear) {
     proj_in_linear_ = register_module("proj_in", LoRACompatibleLinear(channels, inner));
   } else {
-    proj_in_conv_ = register_module("proj_in", LoRACompatibleConv1x1(channels, inner));
+    proj_in_conv_ = register_module("proj_in", LoRACompatibleConv(channels, inner));
   }
   transformer_blocks_ = register_module("transformer_blocks", torch::nn::ModuleList());
   for (int64_t d = 0; d < depth; ++d) {
@@ -91,7 +91,7 @@ SpatialTransformerImpl::SpatialTransformerImpl(int64_t channels, int64_t heads, 
   if (use_linear) {
     proj_out_linear_ = register_module("proj_out", LoRACompatibleLinear(inner, channels));
   } else {
-    proj_out_conv_ = register_module("proj_out", LoRACompatibleConv1x1(inner, channels));
+    proj_out_conv_ = register_module("proj_out", LoRACompatibleConv(inner, channels));
   }
 }
 

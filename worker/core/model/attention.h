@@ -87,7 +87,7 @@ class SpatialTransformerImpl : public torch::nn::Module {
  private:
   bool use_linear_;
   torch::nn::GroupNorm norm_{nullptr};
-  LoRACompatibleConv1x1 proj_in_conv_{nullptr}, proj_out_conv_{nullptr};
+  LoRACompatibleConv proj_in_conv_{nullptr}, proj_out_conv_{nullptr};
   LoRACompatibleLinear proj_in_linear_{nullptr}, proj_out_linear_{nullptr};
   torch::nn::ModuleList transformer_blocks_{nullptr};
 };

@@ -1,8 +1,9 @@
-// Seeded random initialisation of the SD networks and the random single-file-style checkpoint
-// used by the CPU demo and the tests.
+// Seeded random initialisation of the SD networks and the random single-file checkpoints
+// (SD 1.x / 2.x / XL layouts) used by the CPU demo and the tests.
 #include "model/checkpoint.h"
 
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -12,6 +13,7 @@
 #include "model/lora_compatible.h"
 #include "model/state_dict.h"
 #include "model/unet.h"
+#include "model/vae_decoder.h"
 #include "model/vae_encoder.h"
 #include "train/seeding.h"
 
@@ -44,7 +46,7 @@ void init_random_parameters(torch::nn::Module& module, at::Generator& generator)
   for (const auto& item : module.named_modules()) {
     torch::nn::Module& m = *item.value();
     if (m.as<torch::nn::LinearImpl>() || m.as<torch::nn::Conv2dImpl>() ||
-        m.as<LoRACompatibleLinearImpl>() || m.as<LoRACompatibleConv1x1Impl>()) {
+        m.as<LoRACompatibleLinearImpl>() || m.as<LoRACompatibleConvImpl>()) {
       uniform_fan_in(m);
     } else if (m.as<torch::nn::GroupNormImpl>() || m.as<torch::nn::LayerNormImpl>()) {
       ones_zeros(m);
@@ -62,21 +64,84 @@ void init_random_parameters(torch::nn::Module& module, at::Generator& generator)
   }
 }
 
+namespace {
+
+// Sets the default dtype for the guard's lifetime (parameters are created with it).
+class DefaultDtypeGuard {
+ public:
+  explicit DefaultDtypeGuard(caffe2::TypeMeta dtype) : saved_(torch::get_default_dtype()) {
+    torch::set_default_dtype(dtype);
+  }
+  ~DefaultDtypeGuard() { torch::set_default_dtype(saved_); }
+  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
+  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
+
+ private:
+  caffe2::TypeMeta saved_;
+};
+
+using ExportFn = std::function<WeightMap()>;
+
+// Calls fn(k, module, export) for every network of the preset, one at a time (each module is
+// dropped before the next is built); export() returns the module's weights under its checkpoint
+// prefix and layout.
+template <typename Fn>
+void for_each_part(const ModelPreset& preset, Fn&& fn) {
+  {
+    UNetModel unet(preset.unet);
+    fn(0, *unet, ExportFn([&] { return module_weights(*unet, kUNetCheckpointPrefix); }));
+  }
+  {
+    VAEEncoder vae(preset.vae);
+    fn(1, *vae, ExportFn([&] { return module_weights(*vae, kVAECheckpointPrefix); }));
+  }
+  {
+    VAEDecoder vae(preset.vae);
+    fn(3, *vae, ExportFn([&] { return module_weights(*vae, kVAECheckpointPrefix); }));
+  }
+  for (size_t i = 0; i < preset.text_encoders.size(); ++i) {
+    const TextEncoderSpec& spec = preset.text_encoders[i];
+    CLIPTextModel text(spec.config);
+    const uint64_t k = i == 0 ? 2 : 3 + i;
+    fn(k, *text, ExportFn([&] {
+         WeightMap w = text_encoder_weights(text, spec.checkpoint_prefix, spec.layout);
+         if (spec.layout == TextEncoderLayout::kOpenCLIP) {
+           // open_clip's CLIP keeps its contrastive temperature beside the text tower and real
+           // SD 2.x / SDXL files carry it (initial value log(1 / 0.07)); loading ignores it.
+           w.emplace(spec.checkpoint_prefix + "logit_scale",
+                     torch::tensor(std::log(1.0 / 0.07), torch::dtype(torch::kFloat32)));
+         }
+         return w;
+       }));
+  }
+}
+
+}  // namespace
+
 std::unordered_map<std::string, torch::Tensor> make_random_checkpoint(const ModelPreset& preset,
-                                                                      uint64_t seed) {
+                                                                      uint64_t seed,
+                                                                      at::ScalarType dtype) {
   WeightMap out;
-  auto add = [&](torch::nn::Module& m, uint64_t index, const std::string& prefix) {
-    at::Generator gen = make_cpu_generator(mix_seed(seed, index, 0));
+  for_each_part(preset, [&](uint64_t k, torch::nn::Module& m, const ExportFn& export_weights) {
+    at::Generator gen = make_cpu_generator(mix_seed(seed, k, 0));
     init_random_parameters(m, gen);
-    for (auto& kv : module_weights(m, prefix)) out.emplace(kv.first, kv.second);
-  };
-  UNetModel unet(preset.unet);
-  add(*unet, 0, kUNetCheckpointPrefix);
-  VAEEncoder vae(preset.vae);
-  add(*vae, 1, kVAECheckpointPrefix);
-  CLIPTextModel text(preset.text);
-  add(*text, 2, kCLIPTextCheckpointPrefix);
+    for (auto& kv : export_weights()) {
+      out.emplace(kv.first, kv.second.scalar_type() == dtype ? kv.second : kv.second.to(dtype));
+    }
+  });
   return out;
+}
+
+KeyShapes random_checkpoint_key_shapes(const ModelPreset& preset) {
+  DefaultDtypeGuard bf16(caffe2::TypeMeta::Make<at::BFloat16>());
+  KeyShapes shapes;
+  for_each_part(preset, [&](uint64_t, torch::nn::Module&, const ExportFn& export_weights) {
+    for (auto& kv : export_weights()) {
+      shapes.emplace(kv.first,
+                     std::vector<int64_t>(kv.second.sizes().begin(), kv.second.sizes().end()));
+    }
+  });
+  return shapes;
 }
 
 }  // namespace lf

@@ -1,6 +1,6 @@
-// Deterministic random-weight SD checkpoints for demos and tests: the three networks built from
-// a ModelPreset and initialised from a seed, returned under the original ldm key prefixes
-// (the layout of an SD 1.x single-file checkpoint, minus the VAE decoder).
+// Deterministic random-weight SD checkpoints for demos and tests: every network of a
+// ModelPreset built and initialised from a seed, returned under the original ldm / sgm key
+// prefixes and layouts (a complete SD 1.x / 2.x / XL single-file checkpoint).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 #include <torch/nn/module.h>
 
 #include "model/model_config.h"
@@ -24,13 +25,22 @@ namespace lf {
 // belongs to a module type it does not know.
 void init_random_parameters(torch::nn::Module& module, at::Generator& generator);
 
-// Builds UNetModel, VAEEncoder and CLIPTextModel from `preset`, initialises them with
-// init_random_parameters from generators seeded by mix_seed(seed, k, 0) (k = 0 UNet, 1 VAE,
-// 2 text) and returns every parameter (fp32, CPU) under "model.diffusion_model.",
-// "first_stage_model." and "cond_stage_model.transformer.text_model.". Only the VAE encoder
-// half and quant_conv are produced; real checkpoints also carry decoder.* and post_quant_conv.*
-// (the VAE loader ignores them). The same seed gives the same bytes.
-std::unordered_map<std::string, torch::Tensor> make_random_checkpoint(const ModelPreset& preset,
-                                                                      uint64_t seed);
+// The complete single-file layout of the preset's family with seeded random weights (fp32, CPU):
+// the UNet under "model.diffusion_model.", the VAE encoder + quant_conv + post_quant_conv +
+// decoder under "first_stage_model.", and every text encoder in its layout under its
+// checkpoint_prefix (SD1 "cond_stage_model.transformer.text_model." HF; SD2
+// "cond_stage_model.model." open_clip; SDXL "conditioner.embedders.0.transformer.text_model."
+// HF + "conditioner.embedders.1.model." open_clip incl. text_projection [W, P]).
+// Each part is initialised with init_random_parameters from a generator seeded by
+// mix_seed(seed, k, 0): k = 0 UNet, 1 VAE encoder, 2 first text encoder, 3 VAE decoder,
+// 3 + i text encoder i >= 1 (so the SD1 keys keep the values of earlier versions).
+// The same seed gives the same bytes. `dtype` (kFloat32, kFloat16, kBFloat16) converts each part
+// right after it is generated, which bounds the peak memory to one fp32 part.
+std::unordered_map<std::string, torch::Tensor> make_random_checkpoint(
+    const ModelPreset& preset, uint64_t seed, at::ScalarType dtype = at::kFloat);
+
+// Key -> shape of make_random_checkpoint(preset, ...) without generating it: each part is built
+// alone with bfloat16 parameters (SDXL's UNet: ~5 GB for a moment) and dropped.
+KeyShapes random_checkpoint_key_shapes(const ModelPreset& preset);
 
 }  // namespace lf

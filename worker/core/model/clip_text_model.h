@@ -1,6 +1,7 @@
-// The CLIP ViT-L/14 text encoder used by SD 1.x, in the Hugging Face layout (keys under
-// "cond_stage_model.transformer.text_model."). Mirrors transformers CLIPTextEmbeddings,
-// CLIPAttention, CLIPMLP, CLIPEncoderLayer and CLIPTextTransformer (CLIPTextModel.text_model).
+// The CLIP text encoders of SD 1.x (CLIP ViT-L/14), SD 2.x (OpenCLIP ViT-H/14) and SDXL (CLIP-L
+// and OpenCLIP ViT-bigG/14), all held in the Hugging Face structure. Mirrors transformers
+// CLIPTextEmbeddings, CLIPAttention, CLIPMLP, CLIPEncoderLayer, CLIPTextTransformer and
+// CLIPTextModelWithProjection; loads and exports both the HF and the open_clip key layouts.
 #pragma once
 
 #include <cstdint>
@@ -63,22 +64,33 @@ class CLIPEncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CLIPEncoderLayer);
 
+// What the text encoder returns for conditioning.
+struct CLIPTextOutput {
+  torch::Tensor hidden;  // [B, T, hidden]: the selected layer (final LN applied if asked)
+  // [B, hidden], or [B, projection_dim] with a text_projection: final_layer_norm(last layer) at
+  // the first eos_token_id position of each row (position 0 when a row has none), times
+  // text_projection when present (HF CLIPTextModelWithProjection text_embeds, open_clip
+  // encode_text; SDXL's pooled bigG embedding).
+  torch::Tensor pooled;
+};
+
 // CLIP text transformer: embeddings.{token_embedding, position_embedding},
-// encoder.layers.I..., final_layer_norm. The checkpoint's int64 [1, 77]
-// "embeddings.position_ids" buffer is not held (positions are 0..T-1); loading ignores it.
-// Parameters are frozen (requires_grad false).
+// encoder.layers.I..., final_layer_norm, and text_projection (Linear without bias) when
+// config.projection_dim > 0. The checkpoint's int64 [1, 77] "embeddings.position_ids" buffer is
+// not held (positions are 0..T-1); loading ignores it. Parameters are frozen.
 class CLIPTextModelImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when config.validate() fails.
   explicit CLIPTextModelImpl(const CLIPTextConfig& config);
 
-  // input_ids [B, T] int64 (T <= max_position_embeddings, SD: 77) -> [B, T, hidden].
-  // clip_skip = 1 returns the last layer's output, k > 1 the output of layer num_layers + 1 - k
-  // (A1111/kohya "clip skip"); final_layer_norm is applied when apply_final_layer_norm (SD1 and
-  // kohya apply it for every clip_skip). Throws std::invalid_argument for clip_skip outside
+  // input_ids [B, T] int64 (T <= max_position_embeddings, SD: 77).
+  // hidden_layer_from_end = 1 selects the last layer's output, k > 1 the output of layer
+  // num_layers + 1 - k (A1111/kohya "clip skip"; SD2 and SDXL use 2); final_layer_norm is
+  // applied to it when apply_final_layer_norm (SD1, SD2; not SDXL). The pooled output always
+  // runs every layer. Throws std::invalid_argument for hidden_layer_from_end outside
   // [1, num_layers] or T > max_position_embeddings.
-  torch::Tensor forward(const torch::Tensor& input_ids, int64_t clip_skip = 1,
-                        bool apply_final_layer_norm = true);
+  CLIPTextOutput forward(const torch::Tensor& input_ids, int64_t hidden_layer_from_end = 1,
+                         bool apply_final_layer_norm = true);
 
   const CLIPTextConfig& config() const { return config_; }
 
@@ -89,14 +101,30 @@ class CLIPTextModelImpl : public torch::nn::Module {
   std::shared_ptr<torch::nn::Module> encoder_;
   torch::nn::ModuleList layers_{nullptr};
   torch::nn::LayerNorm final_layer_norm_{nullptr};
+  LoRACompatibleLinear text_projection_{nullptr};
 };
 TORCH_MODULE(CLIPTextModel);
 
-// Loads weights[prefix + name] into the text model (see load_module_weights). Ignored key under
-// the prefix: "embeddings.position_ids". Throws std::runtime_error on missing / mismatched /
-// other unexpected keys.
+// Loads the text model from weights under `prefix`, all-or-nothing, converting dtype.
+//  kHF: weights[prefix + name] (see load_module_weights); ignores "embeddings.position_ids".
+//  kOpenCLIP: open_clip names as SD2 "cond_stage_model.model." / SDXL
+//    "conditioner.embedders.1.model." carry them: token_embedding.weight, positional_embedding
+//    [T, W], transformer.resblocks.I.{ln_1, ln_2, attn.in_proj_weight [3W, W] (q|k|v rows),
+//    attn.in_proj_bias [3W], attn.out_proj.*, mlp.c_fc.*, mlp.c_proj.*}, ln_final.*,
+//    text_projection [W, P] (x @ P; our Linear holds its transpose); ignores logit_scale and
+//    attn_mask. Every resblock present must exist in the model (SD 2.x files carry all 24).
+// Throws std::runtime_error listing missing keys, shape mismatches (key, expected, found) and
+// unexpected keys, named as the checkpoint names them.
 void load_state_dict(CLIPTextModel& text_model,
                      const std::unordered_map<std::string, torch::Tensor>& weights,
-                     const std::string& prefix = kCLIPTextCheckpointPrefix);
+                     const std::string& prefix = kCLIPTextCheckpointPrefix,
+                     TextEncoderLayout layout = TextEncoderLayout::kHF);
+
+// Every parameter of `text_model` under `prefix` in `layout` (the inverse of load_state_dict):
+// kOpenCLIP fuses q/k/v into in_proj_weight / in_proj_bias and transposes text_projection.
+// Returns fresh tensors for fused / transposed entries, detached views otherwise.
+std::unordered_map<std::string, torch::Tensor> text_encoder_weights(const CLIPTextModel& text_model,
+                                                                    const std::string& prefix,
+                                                                    TextEncoderLayout layout);
 
 }  // namespace lf

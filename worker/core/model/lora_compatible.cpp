@@ -1,4 +1,4 @@
-// LoRA-injectable Linear / Conv1x1: base projection plus multiplier * scale * up(down(x)),
+// LoRA-injectable Linear / Conv: base projection plus multiplier * scale * up(down(x)),
 // the forward of kohya networks.lora.LoRAModule (without dropout variants).
 #include "model/lora_compatible.h"
 
@@ -27,13 +27,15 @@ std::string shape_of(const torch::Tensor& t) {
   return s + "]";
 }
 
-void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, bool conv) {
+// kernel 0 means a Linear layer; otherwise a conv with a square kernel of that size.
+void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, int64_t kernel) {
+  const bool conv = kernel > 0;
   const int64_t dims = conv ? 4 : 2;
-  const bool ok =
-      a.down.defined() && a.up.defined() && a.down.dim() == dims && a.up.dim() == dims &&
-      a.down.size(1) == in && a.up.size(0) == out && a.up.size(1) == a.down.size(0) &&
-      (!conv ||
-       (a.down.size(2) == 1 && a.down.size(3) == 1 && a.up.size(2) == 1 && a.up.size(3) == 1));
+  const bool ok = a.down.defined() && a.up.defined() && a.down.dim() == dims &&
+                  a.up.dim() == dims && a.down.size(1) == in && a.up.size(0) == out &&
+                  a.up.size(1) == a.down.size(0) &&
+                  (!conv || (a.down.size(2) == kernel && a.down.size(3) == kernel &&
+                             a.up.size(2) == 1 && a.up.size(3) == 1));
   if (!ok) {
     throw std::invalid_argument(
         "LoRA adapter shapes down " + shape_of(a.down) + " / up " + shape_of(a.up) +
@@ -60,27 +62,34 @@ torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
 }
 
 void LoRACompatibleLinearImpl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {
-  if (adapter) check_adapter(*adapter, in_features_, out_features_, /*conv=*/false);
+  if (adapter) check_adapter(*adapter, in_features_, out_features_, /*kernel=*/0);
   adapter_ = std::move(adapter);
 }
 
-LoRACompatibleConv1x1Impl::LoRACompatibleConv1x1Impl(int64_t in_channels, int64_t out_channels)
-    : in_channels_(in_channels), out_channels_(out_channels) {
-  weight_ = register_parameter("weight", torch::empty({out_channels, in_channels, 1, 1}));
+LoRACompatibleConvImpl::LoRACompatibleConvImpl(int64_t in_channels, int64_t out_channels,
+                                               int64_t kernel_size, int64_t stride, int64_t padding)
+    : in_channels_(in_channels),
+      out_channels_(out_channels),
+      kernel_size_(kernel_size),
+      stride_(stride),
+      padding_(padding) {
+  weight_ = register_parameter("weight",
+                               torch::empty({out_channels, in_channels, kernel_size, kernel_size}));
   bias_ = register_parameter("bias", torch::empty({out_channels}));
-  init_like_torch(weight_, bias_, in_channels);
+  init_like_torch(weight_, bias_, in_channels * kernel_size * kernel_size);
 }
 
-torch::Tensor LoRACompatibleConv1x1Impl::forward(const torch::Tensor& x) {
-  torch::Tensor y = at::conv2d(x, weight_, bias_);
+torch::Tensor LoRACompatibleConvImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = at::conv2d(x, weight_, bias_, stride_, padding_);
   if (!adapter_) return y;
   const LoRAAdapter& a = *adapter_;
-  torch::Tensor h = at::conv2d(at::conv2d(x.to(a.down.scalar_type()), a.down), a.up);
+  torch::Tensor h =
+      at::conv2d(at::conv2d(x.to(a.down.scalar_type()), a.down, {}, stride_, padding_), a.up);
   return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
 }
 
-void LoRACompatibleConv1x1Impl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {
-  if (adapter) check_adapter(*adapter, in_channels_, out_channels_, /*conv=*/true);
+void LoRACompatibleConvImpl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {
+  if (adapter) check_adapter(*adapter, in_channels_, out_channels_, kernel_size_);
   adapter_ = std::move(adapter);
 }
 

@@ -1,5 +1,5 @@
-// LoRA-injectable Linear and 1x1 Conv layers. They stand where ldm / HF use torch.nn.Linear and
-// Conv2d(kernel 1), register exactly "weight" and "bias", and carry an optional low-rank adapter
+// LoRA-injectable Linear and Conv layers. They stand where ldm / HF use torch.nn.Linear and
+// Conv2d, register exactly "weight" and "bias", and carry an optional low-rank adapter
 // that is not a registered submodule; this mirrors the forward replacement kohya
 // networks.lora.LoRAModule.apply_to() performs, without touching the base state dict.
 #pragma once
@@ -18,8 +18,8 @@ namespace lf {
 // a different dtype than the base layer: the input is cast to down's dtype and the update back
 // to the base output's dtype.
 struct LoRAAdapter {
-  torch::Tensor down;       // Linear [r, in]; Conv1x1 [r, in, 1, 1]
-  torch::Tensor up;         // Linear [out, r]; Conv1x1 [out, r, 1, 1]
+  torch::Tensor down;       // Linear [r, in]; Conv [r, in, k, k]
+  torch::Tensor up;         // Linear [out, r]; Conv [out, r, 1, 1]
   double scale = 1.0;       // alpha / r
   double multiplier = 1.0;  // kohya network multiplier
 };
@@ -53,33 +53,48 @@ class LoRACompatibleLinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LoRACompatibleLinear);
 
-// torch.nn.Conv2d(in, out, kernel_size=1) with an optional LoRAAdapter (SD1 proj_in/proj_out).
-class LoRACompatibleConv1x1Impl : public torch::nn::Module {
+// torch.nn.Conv2d(in, out, kernel_size=k, stride, padding) (square kernel, no dilation/groups)
+// with an optional LoRAAdapter: SD1 proj_in/proj_out (1x1) and the UNet ResBlock / Downsample /
+// Upsample convs (kohya LoCon targets). The adapter's down conv uses the layer's kernel, stride
+// and padding ([r, in, k, k]); up is a 1x1 conv ([out, r, 1, 1]), as kohya LoRAModule builds it.
+class LoRACompatibleConvImpl : public torch::nn::Module {
  public:
-  // weight [out_channels, in_channels, 1, 1], bias [out_channels]; initialised like
-  // torch.nn.Conv2d (U(-1/sqrt(in), 1/sqrt(in)) from the global CPU generator).
-  LoRACompatibleConv1x1Impl(int64_t in_channels, int64_t out_channels);
+  // weight [out_channels, in_channels, k, k], bias [out_channels]; initialised like
+  // torch.nn.Conv2d (U(-1/sqrt(in k k), 1/sqrt(in k k)) from the global CPU generator).
+  LoRACompatibleConvImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size = 1,
+                         int64_t stride = 1, int64_t padding = 0);
 
-  // x [B, in_channels, H, W] -> [B, out_channels, H, W].
+  // x [B, in_channels, H, W] -> [B, out_channels, H', W'] (H' = (H + 2p - k) / s + 1).
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in, 1, 1] and [out, r, 1, 1]).
+  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 
   int64_t in_channels() const { return in_channels_; }
   int64_t out_channels() const { return out_channels_; }
+  int64_t kernel_size() const { return kernel_size_; }
+  int64_t stride() const { return stride_; }
+  int64_t padding() const { return padding_; }
   const torch::Tensor& weight() const { return weight_; }
   const torch::Tensor& bias() const { return bias_; }
 
  private:
   int64_t in_channels_;
   int64_t out_channels_;
+  int64_t kernel_size_;
+  int64_t stride_;
+  int64_t padding_;
   torch::Tensor weight_;
   torch::Tensor bias_;
   std::shared_ptr<LoRAAdapter> adapter_;
 };
-TORCH_MODULE(LoRACompatibleConv1x1);
+TORCH_MODULE(LoRACompatibleConv);
+
+// The former 1x1-only name, kept for the LoRA network code: a LoRACompatibleConv built with
+// the default kernel 1 is the old LoRACompatibleConv1x1.
+using LoRACompatibleConv1x1Impl = LoRACompatibleConvImpl;
+using LoRACompatibleConv1x1 = LoRACompatibleConv;
 
 }  // namespace lf

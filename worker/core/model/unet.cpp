@@ -1,5 +1,6 @@
-// ldm.modules.diffusionmodules.openaimodel: timestep_embedding, ResBlock, Downsample, Upsample,
-// TimestepEmbedSequential and UNetModel (SD 1.x/2.x wiring for any num_res_blocks).
+// ldm / sgm openaimodel: timestep_embedding, ResBlock, Downsample, Upsample,
+// TimestepEmbedSequential and UNetModel (SD 1.x/2.x/XL wiring for any num_res_blocks), and the
+// SDXL vector conditioning.
 #include "model/unet.h"
 
 #include <cmath>
@@ -20,6 +21,16 @@ torch::nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride = 1) {
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1));
 }
 
+LoRACompatibleConv lora_conv3x3(int64_t in, int64_t out, int64_t stride = 1) {
+  return LoRACompatibleConv(in, out, /*kernel_size=*/3, stride, /*padding=*/1);
+}
+
+std::string shape_of(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
 }  // namespace
 
 torch::Tensor timestep_embedding(const torch::Tensor& timesteps, int64_t dim, double max_period) {
@@ -34,23 +45,40 @@ torch::Tensor timestep_embedding(const torch::Tensor& timesteps, int64_t dim, do
   return embedding;
 }
 
+torch::Tensor sdxl_vector_conditioning(const torch::Tensor& pooled, const torch::Tensor& size_cond,
+                                       int64_t adm_time_embed_dim) {
+  if (pooled.dim() != 2 || size_cond.dim() != 2 || size_cond.size(1) != 6 ||
+      size_cond.size(0) != pooled.size(0) || adm_time_embed_dim <= 0) {
+    throw std::invalid_argument(
+        "sdxl_vector_conditioning: expected pooled [B, P] and size_cond "
+        "[B, 6] with adm_time_embed_dim > 0, got pooled " +
+        shape_of(pooled) + ", size_cond " + shape_of(size_cond) + ", dim " +
+        std::to_string(adm_time_embed_dim));
+  }
+  const int64_t b = pooled.size(0);
+  torch::Tensor emb = timestep_embedding(size_cond.reshape({-1}), adm_time_embed_dim)
+                          .reshape({b, 6 * adm_time_embed_dim})
+                          .to(pooled.device(), pooled.scalar_type());
+  return torch::cat({pooled, emb}, /*dim=*/1);
+}
+
 ResBlockImpl::ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t emb_channels,
                            int64_t norm_num_groups) {
   in_layers_ = register_module(
-      "in_layers", torch::nn::Sequential(group_norm(norm_num_groups, in_channels, 1e-5),
-                                         torch::nn::SiLU(), conv3x3(in_channels, out_channels)));
+      "in_layers",
+      torch::nn::Sequential(group_norm(norm_num_groups, in_channels, 1e-5), torch::nn::SiLU(),
+                            lora_conv3x3(in_channels, out_channels)));
   emb_layers_ = register_module(
       "emb_layers",
-      torch::nn::Sequential(torch::nn::SiLU(), torch::nn::Linear(emb_channels, out_channels)));
+      torch::nn::Sequential(torch::nn::SiLU(), LoRACompatibleLinear(emb_channels, out_channels)));
   out_layers_ = register_module(
       "out_layers",
       torch::nn::Sequential(group_norm(norm_num_groups, out_channels, 1e-5), torch::nn::SiLU(),
                             torch::nn::Identity(),  // index 2: dropout (p = 0)
-                            conv3x3(out_channels, out_channels)));
+                            lora_conv3x3(out_channels, out_channels)));
   if (in_channels != out_channels) {
     skip_connection_ =
-        register_module("skip_connection",
-                        torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, out_channels, 1)));
+        register_module("skip_connection", LoRACompatibleConv(in_channels, out_channels));
   }
 }
 
@@ -63,13 +91,13 @@ torch::Tensor ResBlockImpl::forward(const torch::Tensor& x, const torch::Tensor&
 }
 
 DownsampleImpl::DownsampleImpl(int64_t channels) {
-  op_ = register_module("op", conv3x3(channels, channels, /*stride=*/2));
+  op_ = register_module("op", lora_conv3x3(channels, channels, /*stride=*/2));
 }
 
 torch::Tensor DownsampleImpl::forward(const torch::Tensor& x) { return op_->forward(x); }
 
 UpsampleImpl::UpsampleImpl(int64_t channels) {
-  conv_ = register_module("conv", conv3x3(channels, channels));
+  conv_ = register_module("conv", lora_conv3x3(channels, channels));
 }
 
 torch::Tensor UpsampleImpl::forward(const torch::Tensor& x) {
@@ -127,15 +155,21 @@ UNetModelImpl::UNetModelImpl(const UNetConfig& config) : config_(config) {
   const int64_t emb_dim = c.time_embed_dim();
   const int64_t groups = c.norm_num_groups;
   const int64_t levels = static_cast<int64_t>(c.channel_mult.size());
-  auto transformer = [&](int64_t ch) {
+  auto transformer = [&](int64_t ch, int64_t depth) {
     const int64_t heads = c.heads_for(ch);
-    return SpatialTransformer(ch, heads, ch / heads, c.transformer_depth, c.context_dim,
+    return SpatialTransformer(ch, heads, ch / heads, depth, c.context_dim,
                               c.use_linear_in_transformer, groups);
   };
 
   time_embed_ = register_module(
       "time_embed", torch::nn::Sequential(torch::nn::Linear(mc, emb_dim), torch::nn::SiLU(),
                                           torch::nn::Linear(emb_dim, emb_dim)));
+  if (c.adm_in_channels > 0) {
+    // sgm num_classes == "sequential": label_emb = Sequential(Sequential(Linear, SiLU, Linear)).
+    label_mlp_ = torch::nn::Sequential(torch::nn::Linear(c.adm_in_channels, emb_dim),
+                                       torch::nn::SiLU(), torch::nn::Linear(emb_dim, emb_dim));
+    label_emb_ = register_module("label_emb", torch::nn::ModuleList(label_mlp_));
+  }
 
   input_blocks_ = register_module("input_blocks", torch::nn::ModuleList());
   std::vector<int64_t> skip_channels;  // channels of every input block output, in order
@@ -152,7 +186,7 @@ UNetModelImpl::UNetModelImpl(const UNetConfig& config) : config_(config) {
       const int64_t out_ch = c.channel_mult[level] * mc;
       block->push_back(ResBlock(ch, out_ch, emb_dim, groups));
       ch = out_ch;
-      if (c.attention_levels[level]) block->push_back(transformer(ch));
+      if (c.has_attention(level)) block->push_back(transformer(ch, c.transformer_depth[level]));
       input_blocks_->push_back(block);
       skip_channels.push_back(ch);
     }
@@ -166,7 +200,7 @@ UNetModelImpl::UNetModelImpl(const UNetConfig& config) : config_(config) {
 
   middle_block_ = register_module("middle_block", TimestepEmbedSequential());
   middle_block_->push_back(ResBlock(ch, ch, emb_dim, groups));
-  middle_block_->push_back(transformer(ch));
+  middle_block_->push_back(transformer(ch, c.transformer_depth_middle));
   middle_block_->push_back(ResBlock(ch, ch, emb_dim, groups));
 
   output_blocks_ = register_module("output_blocks", torch::nn::ModuleList());
@@ -178,7 +212,7 @@ UNetModelImpl::UNetModelImpl(const UNetConfig& config) : config_(config) {
       const int64_t out_ch = c.channel_mult[level] * mc;
       block->push_back(ResBlock(ch + skip, out_ch, emb_dim, groups));
       ch = out_ch;
-      if (c.attention_levels[level]) block->push_back(transformer(ch));
+      if (c.has_attention(level)) block->push_back(transformer(ch, c.transformer_depth[level]));
       if (level != 0 && j == c.num_res_blocks) block->push_back(Upsample(ch));
       output_blocks_->push_back(block);
     }
@@ -191,11 +225,24 @@ UNetModelImpl::UNetModelImpl(const UNetConfig& config) : config_(config) {
 }
 
 torch::Tensor UNetModelImpl::forward(const torch::Tensor& x, const torch::Tensor& timesteps,
-                                     const torch::Tensor& context) {
+                                     const torch::Tensor& context, const torch::Tensor& y) {
+  const int64_t adm = config_.adm_in_channels;
+  if (adm > 0 && (!y.defined() || y.dim() != 2 || y.size(0) != x.size(0) || y.size(1) != adm)) {
+    throw std::invalid_argument("UNetModel: this model needs y [B, " + std::to_string(adm) +
+                                "] (SDXL vector conditioning), got " +
+                                (y.defined() ? shape_of(y) : std::string("none")) +
+                                " for B = " + std::to_string(x.size(0)));
+  }
+  if (adm == 0 && y.defined()) {
+    throw std::invalid_argument(
+        "UNetModel: y given but the model has no label_emb "
+        "(adm_in_channels 0)");
+  }
   const torch::Tensor& w0 = time_embed_->ptr(0)->as<torch::nn::LinearImpl>()->weight;
   torch::Tensor t_emb =
       timestep_embedding(timesteps, config_.model_channels).to(w0.device(), w0.scalar_type());
   torch::Tensor emb = time_embed_->forward(t_emb);
+  if (adm > 0) emb = emb + label_mlp_->forward(y.to(w0.device(), w0.scalar_type()));
 
   std::vector<torch::Tensor> hs;
   hs.reserve(input_blocks_->size());

@@ -1,7 +1,7 @@
 // The SD denoising UNet: ResBlock, Downsample, Upsample, TimestepEmbedSequential and UNetModel,
 // with parameter names equal to the ldm checkpoint keys minus "model.diffusion_model.".
-// Mirrors ldm.modules.diffusionmodules.openaimodel (UNetModel and its blocks), SD 1.x/2.x layout
-// generalised to any num_res_blocks L (sd_architecture.md §B.1 index rule).
+// Mirrors ldm / sgm openaimodel (UNetModel and its blocks): SD 1.x/2.x and SDXL wiring
+// (per-level transformer depth, label_emb) for any num_res_blocks L (sd_architecture.md §B.1).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/attention.h"
+#include "model/lora_compatible.h"
 #include "model/model_config.h"
 
 namespace lf {
@@ -31,9 +32,18 @@ inline constexpr const char* kUNetCheckpointPrefix = "model.diffusion_model.";
 torch::Tensor timestep_embedding(const torch::Tensor& timesteps, int64_t dim,
                                  double max_period = 10000.0);
 
+// SDXL vector conditioning y, as sgm ConcatTimestepEmbedderND / diffusers add_time_ids:
+// pooled [B, P] ‖ timestep_embedding(s, adm_time_embed_dim) for each scalar s of size_cond
+// [B, 6] = (orig_h, orig_w, crop_top, crop_left, target_h, target_w), flattened in that order.
+// Returns [B, P + 6 * adm_time_embed_dim] in pooled's dtype. Throws std::invalid_argument on
+// shape mismatches.
+torch::Tensor sdxl_vector_conditioning(const torch::Tensor& pooled, const torch::Tensor& size_cond,
+                                       int64_t adm_time_embed_dim);
+
 // ldm ResBlock (no scale-shift norm, dropout 0): in_layers.{0 GroupNorm, 1 SiLU, 2 conv3x3},
 // emb_layers.{0 SiLU, 1 Linear}, out_layers.{0 GroupNorm, 1 SiLU, 2 dropout, 3 conv3x3},
-// skip_connection conv1x1 only when in != out. GroupNorm eps 1e-5.
+// skip_connection conv1x1 only when in != out. GroupNorm eps 1e-5. The convs and the emb Linear
+// are LoRA-compatible (kohya LoCon targets).
 class ResBlockImpl : public torch::nn::Module {
  public:
   ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t emb_channels,
@@ -43,7 +53,7 @@ class ResBlockImpl : public torch::nn::Module {
 
  private:
   torch::nn::Sequential in_layers_{nullptr}, emb_layers_{nullptr}, out_layers_{nullptr};
-  torch::nn::Conv2d skip_connection_{nullptr};
+  LoRACompatibleConv skip_connection_{nullptr};
 };
 TORCH_MODULE(ResBlock);
 
@@ -54,7 +64,7 @@ class DownsampleImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
-  torch::nn::Conv2d op_{nullptr};
+  LoRACompatibleConv op_{nullptr};
 };
 TORCH_MODULE(Downsample);
 
@@ -65,7 +75,7 @@ class UpsampleImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
-  torch::nn::Conv2d conv_{nullptr};
+  LoRACompatibleConv conv_{nullptr};
 };
 TORCH_MODULE(Upsample);
 
@@ -90,12 +100,13 @@ class TimestepEmbedSequentialImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TimestepEmbedSequential);
 
-// ldm UNetModel (SD 1.x/2.x, no label_emb). Parameter names (named_parameters()) equal the ldm
-// keys without "model.diffusion_model.", e.g. "input_blocks.1.1.proj_in.weight". With
-// L = num_res_blocks: input ResBlock (level i, j) -> input_blocks.{1 + i(L+1) + j}.0 (its
-// SpatialTransformer .1), downsample after level i -> input_blocks.{(i+1)(L+1)}.0.op, output
+// ldm / sgm UNetModel. Parameter names (named_parameters()) equal the ldm keys without
+// "model.diffusion_model.", e.g. "input_blocks.1.1.proj_in.weight". With L = num_res_blocks:
+// input ResBlock (level i, j) -> input_blocks.{1 + i(L+1) + j}.0 (its SpatialTransformer .1 when
+// transformer_depth[i] > 0), downsample after level i -> input_blocks.{(i+1)(L+1)}.0.op, output
 // ResBlock (reversed level i', j in 0..L) -> output_blocks.{i'(L+1) + j}.0, upsample ->
-// output_blocks.{i'(L+1) + L}.{2 if the level has attention else 1}.conv.
+// output_blocks.{i'(L+1) + L}.{2 if the level has attention else 1}.conv; middle_block.{0 Res,
+// 1 SpatialTransformer(transformer_depth_middle), 2 Res}; SDXL label_emb.0.{0, 2}.
 // Parameters are created with torch defaults (U(+-1/sqrt(fan_in)), norms 1/0) and frozen
 // (requires_grad false): lorafleet only trains LoRA adapters on top of it.
 class UNetModelImpl : public torch::nn::Module {
@@ -104,15 +115,20 @@ class UNetModelImpl : public torch::nn::Module {
   explicit UNetModelImpl(const UNetConfig& config);
 
   // x [B, in_channels, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (float or int64,
-  // in [0, 1000)), context [B, S, context_dim] -> [B, out_channels, H, W] (epsilon).
+  // in [0, 1000)), context [B, S, context_dim], y [B, adm_in_channels] (SDXL vector
+  // conditioning, see sdxl_vector_conditioning; required iff adm_in_channels > 0)
+  // -> [B, out_channels, H, W] (epsilon or v). Throws std::invalid_argument when y is missing,
+  // unexpected or of the wrong width.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& timesteps,
-                        const torch::Tensor& context);
+                        const torch::Tensor& context, const torch::Tensor& y = {});
 
   const UNetConfig& config() const { return config_; }
 
  private:
   UNetConfig config_;
   torch::nn::Sequential time_embed_{nullptr};
+  torch::nn::ModuleList label_emb_{nullptr};  // SDXL only: holds label_emb.0 = label_mlp_
+  torch::nn::Sequential label_mlp_{nullptr};
   torch::nn::ModuleList input_blocks_{nullptr};
   TimestepEmbedSequential middle_block_{nullptr};
   torch::nn::ModuleList output_blocks_{nullptr};
@@ -123,7 +139,7 @@ TORCH_MODULE(UNetModel);
 // Copies weights[prefix + name] into every parameter of `unet` (dtype converted to the
 // parameter's, device kept). Throws std::runtime_error listing the first missing keys, a shape
 // mismatch (key, expected and found shapes) or keys under `prefix` the model does not have.
-// No key under the UNet prefix is ignorable in SD 1.x/2.x checkpoints.
+// No key under the UNet prefix is ignorable in SD 1.x/2.x/XL checkpoints.
 void load_state_dict(UNetModel& unet, const std::unordered_map<std::string, torch::Tensor>& weights,
                      const std::string& prefix = kUNetCheckpointPrefix);
 

@@ -1,4 +1,4 @@
-// The shared epsilon-prediction loss of one (micro-)batch: kohya's noise / timestep draws, the
+// The shared loss of one (micro-)batch: kohya's noise / timestep draws, the
 // DDPM forward process, the UNet call and the weighted per-sample MSE sum.
 #include "train/train_step.h"
 
@@ -11,7 +11,8 @@
 namespace lf {
 
 torch::Tensor compute_loss_sum(UNetModel& unet, const DDPMNoiseSchedule& schedule,
-                               const StepInputs& inputs, at::Generator& generator) {
+                               const StepInputs& inputs, at::Generator& generator,
+                               bool v_parameterization) {
   const torch::Tensor& latents = inputs.latents;
   if (!latents.defined() || latents.dim() != 4 || latents.size(0) == 0) {
     throw std::invalid_argument("compute_loss_sum: latents must be [B, C, h, w] with B >= 1");
@@ -30,8 +31,10 @@ torch::Tensor compute_loss_sum(UNetModel& unet, const DDPMNoiseSchedule& schedul
   torch::Tensor timesteps = t_cpu.to(latents.device());
 
   torch::Tensor noisy = schedule.add_noise(latents, noise, t_cpu);
-  torch::Tensor eps = unet->forward(noisy, timesteps, inputs.context);
-  torch::Tensor per_sample = per_sample_masked_mse(eps, noise, inputs.loss_mask);
+  torch::Tensor pred = unet->forward(noisy, timesteps, inputs.context, inputs.vector_cond);
+  torch::Tensor target =
+      v_parameterization ? schedule.velocity(latents, noise, t_cpu) : noise;
+  torch::Tensor per_sample = per_sample_masked_mse(pred, target, inputs.loss_mask);
   return (per_sample * inputs.loss_weights.to(per_sample.device(), torch::kFloat32)).sum();
 }
 

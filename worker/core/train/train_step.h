@@ -1,5 +1,6 @@
-// One epsilon-prediction training step's loss, shared by the worker and the GPU benchmark:
-// draw noise and timesteps, noise the latents, run the UNet, weighted per-sample MSE. Mirrors
+// One training step's loss (epsilon or v prediction), shared by the worker and the GPU
+// benchmark: draw noise and timesteps, noise the latents, run the UNet, weighted per-sample MSE.
+// Mirrors
 // kohya train_network.py process_batch / train_util.get_noise_noisy_latents_and_timesteps
 // (no noise offset, no SNR weighting, loss_type l2).
 #pragma once
@@ -15,20 +16,25 @@ namespace lf {
 struct StepInputs {
   torch::Tensor latents;       // [B, 4, h, w], already multiplied by the VAE scale_factor
   torch::Tensor context;       // [B, 77, context_dim] text-encoder hidden states
+  // SDXL's vector conditioning y [B, adm_in_channels] (pooled text embedding and size/crop
+  // embeddings, sdxl_vector_conditioning); undefined for SD 1.x/2.x.
+  torch::Tensor vector_cond;
   torch::Tensor loss_weights;  // [B] per-sample weights (prior_loss_weight for reg images)
   torch::Tensor loss_mask;     // [B, 1, h, w] in [0, 1] (alpha_mask), or undefined for none
 };
 
 // Draws, on the CPU `generator` in this order, noise ~ N(0, 1) [B, 4, h, w] float32 and then
 // timesteps ~ UniformInt[0, T) [B] int64, moves them to the latents' device (noise cast to the
-// latents' dtype), computes x_t = add_noise(latents, noise, t), eps = unet(x_t, t, context) and
-// returns sum_b per_sample_mse(eps, noise)[b] * loss_weights[b] as a 0-dim float32 tensor on
+// latents' dtype), computes x_t = add_noise(latents, noise, t), pred = unet(x_t, t, context, y)
+// and returns sum_b per_sample_mse(pred, target)[b] * loss_weights[b], target = noise, or with
+// v_parameterization the velocity (kohya --v_parameterization), as a 0-dim float32 tensor on
 // the latents' device (differentiable w.r.t. the LoRA parameters). The caller divides by the
 // global batch size and calls backward(). B must be >= 1: a rank with no samples must skip the
 // call (and contribute zero gradients to the all-reduce) itself. Seed `generator` with
 // make_cpu_generator(mix_seed(seed, rank, global_step)) for reproducible runs.
 // Throws std::invalid_argument for B == 0 or inconsistent batch sizes.
 torch::Tensor compute_loss_sum(UNetModel& unet, const DDPMNoiseSchedule& schedule,
-                               const StepInputs& inputs, at::Generator& generator);
+                               const StepInputs& inputs, at::Generator& generator,
+                               bool v_parameterization = false);
 
 }  // namespace lf
