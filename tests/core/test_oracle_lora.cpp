@@ -49,7 +49,7 @@ struct LoRACase {
 
 // One line per trained LoRA (tests/fixtures/oracle/lora_<name>.yaml).
 const std::vector<LoRACase>& cases() {
-  static const std::vector<LoRACase> all = {{"tiny", "tiny"}};
+  static const std::vector<LoRACase> all = {{"tiny", "tiny"}, {"tiny-sdxl", "tiny-sdxl"}};
   return all;
 }
 

@@ -298,8 +298,11 @@ def main():
     pipe.unet.disable_adapters()
     again = {}
     run_all(spec, pipe, inputs, {}, "off", again)
-    if not torch.equal(again["unet.out_off"], out["unet.out_base"]):
-        raise RuntimeError("UNet with adapters disabled differs from the base UNet")
+    # Not bitwise: peft's disabled path may run other kernels (seen on the SDXL UNet at ~1e-7).
+    off_diff = (again["unet.out_off"] - out["unet.out_base"]).abs().max().item()
+    if off_diff > 1e-5:
+        raise RuntimeError(f"UNet with adapters disabled differs from the base UNet by "
+                           f"{off_diff:.3g}")
 
     meta = {"preset": spec.name, "input_seed": str(INPUT_SEED),
             "lora_sha256": sha256_file(args.lora),
