@@ -14,7 +14,7 @@ bash scripts/prepare_demo_data.sh
 BIN="${BUILD_DIR:-$ROOT/build}"
 
 BASE=.deps/models/tiny-sd-seed1234.safetensors
-[ -f "$BASE" ] || "$BIN/worker/lorafleet-make-checkpoint" --architecture tiny --seed 1234 --output "$BASE"
+[ -f "$BASE" ] || "$BIN/worker/lorafleet-make-checkpoint" --preset tiny --seed 1234 --output "$BASE"
 
 OUT=runs/demo
 if [ -e "$OUT" ]; then
