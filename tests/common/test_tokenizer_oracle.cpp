@@ -39,8 +39,9 @@ const std::map<std::string, std::string> kKnownDifferences = {
     // common/text/text_cleanup.h: ftfy's NFC normalisation is not reproduced.
     {"e\xcc\x81 combining acute vs \xc3\xa9 precomposed", "ftfy NFC normalisation not reproduced"},
     // open_clip 3.x spells its special tokens <start_of_text>/<end_of_text> and reads openai's
-    // <|startoftext|>/<|endoftext|> as plain text; lorafleet (clip_tokenizer.h) matches the
-    // openai / HF CLIPTokenizer spelling instead. The lead decides which one SD2/SDXL should use.
+    // <|startoftext|>/<|endoftext|> as plain text; lorafleet (clip_tokenizer.h) keeps the
+    // openai / HF CLIPTokenizer behaviour for every family, because kohya and diffusers tokenize
+    // SD 2.x and SDXL captions with HF's CLIPTokenizer too.
     {"<|startoftext|>hello<|endoftext|>", "special-token spelling: openai/HF vs open_clip 3.x"},
     {"<start_of_text>hello<end_of_text>", "special-token spelling: openai/HF vs open_clip 3.x"},
 };
