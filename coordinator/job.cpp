@@ -66,8 +66,8 @@ void validate_checkpoint_file(const std::string& path, const std::string& config
     std::string hint;
     if (looks_like_pickle(path)) {
       hint = "; this is a PyTorch pickle (.ckpt/.pt), which can run code when loaded and is "
-             "refused: convert it to .safetensors first (e.g. diffusers' "
-             "convert_original_stable_diffusion_to_diffusers or a safetensors converter)";
+             "refused: convert it to a single-file .safetensors with the same keys first (see "
+             "docs/models.md; a diffusers folder is not a single file)";
     }
     throw std::runtime_error(config_name + ": model.pretrained_model_name_or_path: " + e.what() +
                              hint);

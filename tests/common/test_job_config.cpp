@@ -206,6 +206,13 @@ TEST(JobConfig, NetworkConvLoRATrainPartsAndLearningRates) {
             "job.yaml:7: key 'network.network_train_text_encoder_only': expected not both "
             "network_train_unet_only and network_train_text_encoder_only (nothing would be "
             "trained), got both true");
+  EXPECT_EQ(error_of(m + "network:\n  unet_lr: 0\n  text_encoder_lr: 0\n"),
+            "job.yaml:6: key 'network.unet_lr': expected a learning rate > 0 for the UNet or the "
+            "text encoders (nothing would be trained), got 0 for every trained part");
+  EXPECT_EQ(parse_job_config(m + "network:\n  unet_lr: 0\n  network_train_unet_only: false\n",
+                             "j.yaml")
+                .network.unet_lr.value(),
+            0.0);  // the text encoders still train at learning_rate
 }
 
 TEST(JobConfig, LorafleetDatasetKeys) {

@@ -330,6 +330,12 @@ TEST(LoRAVariants, PeftSD1WithAdapterMetadataAlphas) {
       {{t + ".lora_A.weight", w({4, 64})}, {t + ".lora_B.weight", w({64, 4})}}, sd1_ctx(),
       {{"", rs}});
   EXPECT_EQ(alpha_of(n, v), 16.0f);
+  // diffusers 0.4x with transformers 5 exports text-encoder layers without "text_model.".
+  const std::string t5 = "text_encoder.encoder.layers.3.self_attn.v_proj";
+  n = normalize_lora_state_dict(
+      {{t5 + ".lora_A.weight", w({4, 64})}, {t5 + ".lora_B.weight", w({64, 4})}}, sd1_ctx());
+  EXPECT_EQ(keys_of(n), (std::vector<std::string>{v + ".alpha", v + ".lora_down.weight",
+                                                  v + ".lora_up.weight"}));
 }
 
 TEST(LoRAVariants, PeftSDXLMapsToLdmNamesAndTe1Te2) {

@@ -331,6 +331,42 @@ TEST_F(TinyLoRA, NamingFactsComeFromTheModuleTree) {
   EXPECT_EQ(n.level_has_attention, (std::vector<bool>{true, true}));
 }
 
+// A continued LoRA that does not fit says which network option to change.
+TEST_F(TinyLoRA, FailedLoadsHintAtTheOptionToChange) {
+  auto error_of = [](LoRANetwork& n, const std::map<std::string, torch::Tensor>& w) {
+    try {
+      n.load_state_dict(w);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::map<std::string, torch::Tensor> rank8;
+  {
+    auto a = make(8, 1.0, 3);
+    rank8 = a->state_dict();
+    for (auto& kv : rank8) kv.second = kv.second.clone();
+  }
+  auto b = make(4, 1.0, 3);
+  const std::string rank = error_of(*b, rank8);
+  EXPECT_NE(rank.find("hint: the file's modules are rank 8; set network.network_dim: 8 to "
+                      "continue it"),
+            std::string::npos)
+      << rank;
+
+  std::map<std::string, torch::Tensor> with_te = b->state_dict();
+  const std::string te = "lora_te_text_model_encoder_layers_0_mlp_fc1";
+  with_te[te + ".lora_down.weight"] = torch::zeros({4, 64});
+  with_te[te + ".lora_up.weight"] = torch::zeros({128, 4});
+  with_te[te + ".alpha"] = torch::scalar_tensor(4.0);
+  const std::string te_msg = error_of(*b, with_te);
+  EXPECT_NE(te_msg.find("3 keys match no module of the network"), std::string::npos) << te_msg;
+  EXPECT_NE(te_msg.find("hint: the file has text-encoder modules (lora_te*), and "
+                        "network.network_train_unet_only: true leaves none in this network"),
+            std::string::npos)
+      << te_msg;
+}
+
 TEST_F(TinyLoRA, ConvDimAddsResBlockAndSamplerModules) {
   LoRANetworkOptions o;
   o.conv_dim = 2;

@@ -24,8 +24,10 @@ TextEncoderStack::TextEncoderStack(const ModelPreset& preset, std::vector<CLIPTe
   for (std::size_t i = 0; i < encoders_.size(); ++i) {
     const TextEncoderSpec& spec = preset_.text_encoders[i];
     int64_t layer = spec.hidden_layer_from_end;
-    if (clip_skip >= 1) {
+    if (clip_skip >= 1 && preset_.family != ModelFamily::kSDXL) {
       // SD 2.x: kohya's ViT-H has 23 layers, so its clip_skip k is layer k + 1 of the full 24.
+      // SDXL keeps its penultimate layers: kohya ignores clip_skip there, and kohya_ss configs
+      // often carry clip_skip: 1.
       layer = clip_skip + (preset_.family == ModelFamily::kSD2 ? 1 : 0);
     }
     if (layer > spec.config.num_layers) {

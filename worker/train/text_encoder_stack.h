@@ -28,8 +28,8 @@ class TextEncoderStack {
   // put it. clip_skip (kohya/A1111): 0 keeps each encoder's family default; k >= 1 takes
   // the output k layers from the end of SD 1.x's encoder, and of SD 2.x's encoder without its
   // last layer (kohya drops ViT-H's 24th layer, so k = 1 is the penultimate, SD 2.x's default),
-  // final LayerNorm applied as kohya does. Throws std::invalid_argument for clip_skip > 1 with
-  // SDXL (kohya does not support it there), for a layer beyond the encoder's depth, or when the
+  // final LayerNorm applied as kohya does; SDXL ignores clip_skip 1 (kohya ignores clip_skip
+  // there) and refuses more. Throws std::invalid_argument for clip_skip > 1 with SDXL, for a layer beyond the encoder's depth, or when the
   // encoder count differs from the preset's.
   TextEncoderStack(const ModelPreset& preset, std::vector<CLIPTextModel> encoders,
                    const CLIPTokenizer& tokenizer, int clip_skip);

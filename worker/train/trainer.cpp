@@ -524,9 +524,17 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       const double loss = allreduce_gradients(comm, params, local_loss_sum) / n_global;
       const double allreduce_seconds = seconds_since(allreduce_t0);
       if (!std::isfinite(loss)) {
-        throw std::runtime_error("loss is " + std::to_string(loss) + " at global_step " +
-                                 std::to_string(state.global_step) +
-                                 " (try a lower training.learning_rate)");
+        // Before the first update the LoRA is a no-op (lora_up is zero), so a non-finite loss
+        // comes from the base model or the data, not from the learning rate.
+        const bool untouched = result.steps_run == 0 && state.global_step == 0 &&
+                               net.network_weights.empty();
+        throw std::runtime_error(
+            "loss is " + std::to_string(loss) + " at global_step " +
+            std::to_string(state.global_step) +
+            (untouched ? " before any update: the base checkpoint (" + ckpt +
+                             ") or the latents hold NaN/Inf; check the file, or use an fp32/bf16 "
+                             "copy if an fp16 VAE overflows"
+                       : " (try a lower training.learning_rate)"));
       }
       if (tr.max_grad_norm > 0) clip_grad_norm(params, tr.max_grad_norm);
       optimizer.step(lr_factor);

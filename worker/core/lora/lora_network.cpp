@@ -272,6 +272,53 @@ std::map<std::string, torch::Tensor> LoRANetwork::state_dict() const {
   return out;
 }
 
+std::string LoRANetwork::load_hints(const std::map<std::string, torch::Tensor>& weights,
+                                    const std::vector<std::string>& unexpected,
+                                    const std::vector<std::string>& mismatched) const {
+  // What a user continuing a LoRA most often has to change: the network options that decide
+  // which modules exist, and the rank.
+  std::string hints;
+  bool te = false, unet = false, locon = false;
+  static const char* kLoConParts[] = {"_resnets_",     "_downsamplers_", "_upsamplers_",
+                                      "_in_layers_",   "_out_layers_",   "_emb_layers_",
+                                      "_skip_connection", "_0_op."};
+  for (const std::string& k : unexpected) {
+    if (k.rfind("lora_te", 0) == 0) te = true;
+    if (k.rfind("lora_unet_", 0) == 0) {
+      unet = true;
+      for (const char* part : kLoConParts) locon = locon || k.find(part) != std::string::npos;
+    }
+  }
+  if (te && !options_.train_text_encoder) {
+    hints += "\n  hint: the file has text-encoder modules (lora_te*), and "
+             "network.network_train_unet_only: true leaves none in this network; set it to false "
+             "to continue them";
+  }
+  if (unet && !options_.train_unet) {
+    hints += "\n  hint: the file has UNet modules (lora_unet_*), and "
+             "network.network_train_text_encoder_only: true leaves none in this network; set it "
+             "to false to continue them";
+  } else if (locon && options_.conv_dim == 0) {
+    hints += "\n  hint: the file has LoCon modules (ResBlock / sampler convs); set "
+             "network.conv_dim (and conv_alpha) to the file's to continue them";
+  }
+  // A rank that differs from network_dim / conv_dim: name the file's.
+  for (const std::string& m : mismatched) {
+    const auto dot = m.find(".lora_down.weight");
+    if (dot == std::string::npos) continue;
+    auto it = weights.find(m.substr(0, dot) + ".lora_down.weight");
+    if (it == weights.end() || it->second.dim() < 2) continue;
+    const bool conv3 = it->second.dim() == 4 && it->second.size(2) > 1;
+    hints += "\n  hint: the file's " + std::string(conv3 ? "3x3-conv modules" : "modules") +
+             " are rank " +
+             std::to_string(it->second.size(0)) + "; set network." +
+             (conv3 ? "conv_dim" : "network_dim") + ": " + std::to_string(it->second.size(0)) +
+             " to continue it";
+    break;
+  }
+  return hints;
+}
+
 LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::Tensor>& weights,
                                             bool allow_missing_modules) {
   LoRALoadReport report;
@@ -325,6 +372,7 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
       message += "\n  " + std::to_string(missing.size()) + " missing keys: " + join_first(missing);
     }
     for (const auto& m : mismatched) message += "\n  shape mismatch for " + m;
+    message += load_hints(weights, unexpected, mismatched);
     throw std::runtime_error(message);
   }
 

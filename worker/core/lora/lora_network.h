@@ -132,6 +132,11 @@ class LoRANetwork {
                               const std::map<std::string, PeftAdapterConfig>& peft = {});
 
  private:
+  // Hints appended to a failed load's message: network options that exclude the file's modules
+  // (network_train_unet_only / text_encoder_only, conv_dim) and a rank that differs.
+  std::string load_hints(const std::map<std::string, torch::Tensor>& weights,
+                         const std::vector<std::string>& unexpected,
+                         const std::vector<std::string>& mismatched) const;
   struct Module {
     std::shared_ptr<LoRAAdapter> adapter;
     int64_t rank;

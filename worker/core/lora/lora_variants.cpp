@@ -175,6 +175,9 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
       relative_path = path;
       if (te >= 0) {
         path = text_encoder_old_names(path);
+        // transformers 5's CLIPTextModel has no text_model submodule, so diffusers 0.4x PEFT
+        // exports name text-encoder layers "encoder.layers.N..." directly.
+        if (starts_with(path, "encoder.")) path = "text_model." + path;
         if (!starts_with(path, "text_model.")) {
           throw std::runtime_error("LoRA key '" + key +
                                    "': expected a text-encoder path under "
