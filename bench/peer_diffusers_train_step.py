@@ -9,6 +9,14 @@ diffusers' examples/text_to_image/train_text_to_image_lora.py does. Each step: n
 timesteps, DDPMScheduler(scaled_linear).add_noise, UNet forward, F.mse_loss, backward,
 torch.optim.AdamW step, zero_grad(set_to_none). Prints one JSON line in the C++ bench's schema.
 
+--autocast runs the step's noise, add_noise, UNet forward and F.mse_loss(pred.float(),
+target.float()) under torch.autocast(device_type, dtype=torch.bfloat16), backward and the
+optimizer step outside it: what train_text_to_image_lora.py does under accelerate
+mixed_precision="bf16" (accelerate wraps only unet.forward and casts its output to fp32; the
+extra ops in the region have no autocast policy, and mse_loss on fp32 inputs stays fp32), and
+the region lorafleet's compute_loss_sum covers. With --dtype bf16 that is the example's setup:
+frozen UNet weights in bf16, LoRA weights fp32 (cast_training_params).
+
 diffusers and peft must be importable (bench/run_train_step_bench.sh installs them into a bench
 venv; on a machine with wheels carried in, put them on PYTHONPATH).
 """
@@ -82,6 +90,8 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--autocast", action="store_true",
+                    help="bf16 autocast around noise, UNet forward and loss")
     ap.add_argument("--init-lora-weights", default="gaussian",
                     help='peft init_lora_weights: "gaussian" (diffusers example) or "true"')
     a = ap.parse_args(argv)
@@ -138,14 +148,16 @@ def main(argv=None):
     for step in range(a.warmup + a.steps):
         start = time.perf_counter()
         g = torch.Generator().manual_seed(a.seed * 1000003 + step)
-        noise = torch.randn(latents.shape, generator=g)
-        timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (a.batch,),
-                                  generator=g)
-        noise = noise.to(device, dtype)
-        timesteps = timesteps.to(device)
-        noisy = scheduler.add_noise(latents, noise, timesteps)
-        pred = unet(noisy, timesteps, encoder_hidden_states=context, return_dict=False)[0]
-        loss = F.mse_loss(pred.float(), noise.float(), reduction="mean")
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.autocast):
+            noise = torch.randn(latents.shape, generator=g)
+            timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (a.batch,),
+                                      generator=g)
+            noise = noise.to(device, dtype)
+            timesteps = timesteps.to(device)
+            noisy = scheduler.add_noise(latents, noise, timesteps)
+            pred = unet(noisy, timesteps, encoder_hidden_states=context, return_dict=False)[0]
+            # As the diffusers example: the loss in fp32 whatever the UNet's output dtype.
+            loss = F.mse_loss(pred.float(), noise.float(), reduction="mean")
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -162,7 +174,8 @@ def main(argv=None):
     print(json.dumps({
         "impl": "diffusers", "torch": torch.__version__.split("+")[0],
         "diffusers": diffusers.__version__, "peft": peft.__version__,
-        "preset": a.preset, "device": a.device, "dtype": a.dtype, "batch": a.batch,
+        "preset": a.preset, "device": a.device, "dtype": a.dtype, "autocast": a.autocast,
+        "batch": a.batch,
         "latent": f"{a.latent_h}x{a.latent_w}", "context_len": 77,
         "network_dim": a.network_dim, "network_alpha": alpha, "threads": a.threads,
         "warmup": a.warmup, "steps": a.steps, "unet_params": unet_params,

@@ -6,7 +6,7 @@
 # usage: bench/run_train_step_bench.sh [--repeats N] [bench flags...]
 #   bench flags (passed to both): --preset tiny|sd15 --batch B --latent HxW --network-dim R
 #     --network-alpha A --device cpu|cuda[:N] --dtype fp32|bf16 --warmup N --steps N --threads T
-#     --seed S --lr LR
+#     --seed S --lr LR --autocast (bf16 autocast around noise, UNet forward and loss)
 #   --repeats N  runs the pair N times, alternating, and tabulates the median of the medians.
 # Environment: BUILD_DIR (default build-bench, configured -DLF_CORE_ONLY=ON), PEER_PYTHON (a
 # Python that already imports torch, diffusers and peft: skips the venv), BENCH_VENV (default
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     --repeats) repeats="$2"; shift 2 ;;
     --threads) threads="$2"; args+=("$1" "$2"); shift 2 ;;
     --device) device="$2"; args+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -116,17 +116,24 @@ if (a["unet_params"], a["lora_params"], a["lora_modules"]) != \
     print(f"WARNING: models differ: lorafleet unet/lora/modules {a['unet_params']}/"
           f"{a['lora_params']}/{a['lora_modules']} vs peer {b['unet_params']}/"
           f"{b['lora_params']}/{b['lora_modules']}")
-print(f"\n{a['preset']} {a['device']} {a['dtype']} batch {a['batch']} latent {a['latent']} "
+for k in ("dtype", "autocast"):
+    if a.get(k) != b.get(k):
+        print(f"WARNING: {k} differs: lorafleet {a.get(k)} vs peer {b.get(k)}")
+amp = " autocast bf16" if a.get("autocast") else " no autocast"
+print(f"\n{a['preset']} {a['device']} dtype {a['dtype']}{amp} batch {a['batch']} "
+      f"latent {a['latent']} "
       f"ctx 77 R {a['network_dim']} threads {a['threads']} steps {a['steps']} "
       f"(warmup {a['warmup']}) x{len(lf)}; torch {b['torch']}, diffusers {b['diffusers']}, "
       f"peft {b['peft']}; UNet {a['unet_params']:,} params, LoRA {a['lora_params']:,} "
       f"in {a['lora_modules']} modules")
-rows = [("median step s", "median_step_s", "{:.4f}"), ("samples/s", "samples_per_s", "{:.2f}"),
-        (f"peak mem MiB ({a['peak_mem_kind']})", "peak_mem_mib", "{:.0f}")]
+rows = [("median step s", "median_step_s", "{:.4f}"), ("it/s", "steps_per_s", "{:.3f}"),
+        ("samples/s", "samples_per_s", "{:.2f}"),
+        (f"peak mem MiB ({a['peak_mem_kind']})", "peak_mem_mib", "{:.0f}"),
+        ("final loss (same scale expected)", "final_loss", "{:.4f}")]
 if a["peak_mem_kind"] == "ru_maxrss":
     for r in runs:
         r["rss_delta_mib"] = r["peak_mem_mib"] - r["rss_before_model_mib"]
-    rows.append(("peak RSS - RSS before model MiB", "rss_delta_mib", "{:.0f}"))
+    rows.insert(4, ("peak RSS - RSS before model MiB", "rss_delta_mib", "{:.0f}"))
 print(f"{'metric':<36}{'lorafleet':>12}{'diffusers':>12}{'lf/peer':>10}")
 for name, key, fmt in rows:
     x, y = med(lf, key), med(pe, key)

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -80,16 +81,50 @@ std::string json_number(double v) {
   return buf;
 }
 
+// bf16 autocast for one device type while in scope, as torch.autocast(device_type,
+// dtype=torch.bfloat16) does in Python: the previous enabled flag and dtype come back on exit,
+// and the cast cache (bf16 copies of the fp32 LoRA weights) is cleared when the outermost
+// region ends, since the optimizer step changes those weights before the next forward.
+class BF16AutocastScope {
+ public:
+  BF16AutocastScope(c10::DeviceType device_type, bool enabled)
+      : device_type_(device_type),
+        active_(enabled),
+        prev_enabled_(at::autocast::is_autocast_enabled(device_type)),
+        prev_dtype_(at::autocast::get_autocast_dtype(device_type)) {
+    if (!active_) return;
+    at::autocast::set_autocast_enabled(device_type_, true);
+    at::autocast::set_autocast_dtype(device_type_, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~BF16AutocastScope() {
+    if (!active_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device_type_, prev_enabled_);
+    at::autocast::set_autocast_dtype(device_type_, prev_dtype_);
+  }
+  BF16AutocastScope(const BF16AutocastScope&) = delete;
+  BF16AutocastScope& operator=(const BF16AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool active_;
+  bool prev_enabled_;
+  at::ScalarType prev_dtype_;
+};
+
 }  // namespace
 
 std::string train_step_bench_usage() {
   return "usage: lorafleet-bench-train-step [--preset tiny|sd15] [--batch B] [--latent HxW]\n"
          "         [--network-dim R] [--network-alpha A] [--device cpu|cuda[:N]]\n"
          "         [--dtype fp32|bf16] [--warmup N] [--steps N] [--threads T] [--seed S]\n"
-         "         [--lr LR]\n"
+         "         [--lr LR] [--autocast]\n"
          "Times LoRA training steps (forward, MSE, backward, AdamW) of the preset's UNet and\n"
          "prints one JSON line. Defaults: tiny, batch 2, latent 32x32, R 4, alpha = R, cpu,\n"
-         "fp32, warmup 3, steps 30, 1 thread, seed 1234, lr 1e-4; context length 77.\n";
+         "fp32, warmup 3, steps 30, 1 thread, seed 1234, lr 1e-4; context length 77.\n"
+         "--autocast runs noise, UNet forward and loss under bf16 autocast for the device\n"
+         "(accelerate mixed_precision=\"bf16\"); the loss itself stays fp32.\n";
 }
 
 bool parse_train_step_bench_args(int argc, const char* const* argv,
@@ -97,6 +132,10 @@ bool parse_train_step_bench_args(int argc, const char* const* argv,
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") return false;
+    if (flag == "--autocast") {
+      options.autocast = true;
+      continue;
+    }
     if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
     const std::string value = argv[++i];
     if (flag == "--preset") {
@@ -181,12 +220,28 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   result.lora_params = static_cast<int64_t>(network.num_parameters());
   result.lora_modules = static_cast<int64_t>(network.module_names().size());
 
+  if (options.autocast) {
+    // A silent no-op autocast would time an fp32/bf16-weights step under an "autocast" label,
+    // so check that a linear of fp32 operands comes out bf16 inside the scope.
+    BF16AutocastScope amp(device.type(), true);
+    const auto f32 = torch::dtype(torch::kFloat32).device(device);
+    const torch::Tensor probe = at::linear(torch::ones({1, 8}, f32), torch::ones({8, 8}, f32));
+    if (probe.scalar_type() != torch::kBFloat16) {
+      throw std::runtime_error("--autocast: a linear under bf16 autocast returned " +
+                               std::string(c10::toString(probe.scalar_type())));
+    }
+  }
+
   unet->train();
   torch::Tensor loss;
   for (int64_t step = 0; step < options.warmup + options.steps; ++step) {
     const auto start = clock::now();
     at::Generator gen = make_cpu_generator(mix_seed(options.seed, 0, static_cast<uint64_t>(step)));
-    loss = compute_loss_sum(unet, schedule, inputs, gen) / static_cast<double>(b);
+    {
+      // The region Python's peer wraps in torch.autocast; backward and step stay outside.
+      BF16AutocastScope amp(device.type(), options.autocast);
+      loss = compute_loss_sum(unet, schedule, inputs, gen) / static_cast<double>(b);
+    }
     loss.backward();
     optimizer.step(options.lr);
     optimizer.zero_grad();
@@ -219,7 +274,8 @@ std::string train_step_bench_json(const TrainStepBenchOptions& o, const TrainSte
   std::ostringstream s;
   s << "{\"impl\": \"lorafleet\", \"torch\": " << json_string(TORCH_VERSION)
     << ", \"preset\": " << json_string(o.preset) << ", \"device\": " << json_string(o.device)
-    << ", \"dtype\": " << json_string(o.dtype) << ", \"batch\": " << o.batch
+    << ", \"dtype\": " << json_string(o.dtype)
+    << ", \"autocast\": " << (o.autocast ? "true" : "false") << ", \"batch\": " << o.batch
     << ", \"latent\": \"" << o.latent_h << "x" << o.latent_w << "\""
     << ", \"context_len\": " << o.context_len << ", \"network_dim\": " << o.network_dim
     << ", \"network_alpha\": " << json_number(alpha) << ", \"threads\": " << o.threads

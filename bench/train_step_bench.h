@@ -19,6 +19,7 @@ struct TrainStepBenchOptions {
   double network_alpha = 0.0;   // <= 0: alpha = network_dim (scale 1)
   std::string device = "cpu";   // "cpu", "cuda" or "cuda:N"
   std::string dtype = "fp32";   // "fp32" | "bf16" (UNet weights and inputs; LoRA stays fp32)
+  bool autocast = false;        // bf16 autocast around compute_loss_sum (accelerate "bf16")
   int64_t warmup = 3;           // untimed steps first
   int64_t steps = 30;           // timed steps
   int threads = 1;              // intra-op CPU threads
@@ -26,9 +27,9 @@ struct TrainStepBenchOptions {
   double lr = 1e-4;
 };
 
-// Parses the command line (argv[0] skipped) into `options`. Returns false when --help was
-// given (the caller prints train_step_bench_usage()). Throws std::invalid_argument naming the
-// offending flag or value.
+// Parses the command line (argv[0] skipped) into `options`; --autocast is the one flag without
+// a value. Returns false when --help was given (the caller prints train_step_bench_usage()).
+// Throws std::invalid_argument naming the offending flag or value.
 bool parse_train_step_bench_args(int argc, const char* const* argv,
                                  TrainStepBenchOptions& options);
 
@@ -53,8 +54,10 @@ struct TrainStepBenchResult {
 // attaches a LoRANetwork (rank network_dim), and runs warmup + steps training steps on fixed
 // random latents [B, 4, h, w] and context [B, context_len, context_dim]. Each step draws noise
 // and timesteps with compute_loss_sum, divides by B, calls backward, LoRAOptimizer::step and
-// zero_grad; on CUDA it synchronizes before the clock stops. Throws std::invalid_argument for
-// bad options, std::runtime_error when CUDA is asked for but unavailable.
+// zero_grad; on CUDA it synchronizes before the clock stops. With `autocast`, compute_loss_sum
+// (noise, UNet forward, fp32 loss) runs under bf16 autocast for the device; backward and the
+// optimizer step run outside it. Throws std::invalid_argument for bad options,
+// std::runtime_error when CUDA is asked for but unavailable.
 TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options);
 
 // {"impl": "lorafleet", ...options, ...result} as one line without a trailing newline.
