@@ -343,12 +343,14 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
     if (lr.second) require(*lr.second >= 0, lr.first, "a number >= 0", num(*lr.second));
   }
   {
-    // A part whose lr is 0 stays as initialised (lora_up zero): with every trained part at 0 the
-    // job would run to the end and write an empty LoRA.
+    // A part whose lr is 0 stays as initialised (lora_up zero): with every trained part at 0 and
+    // no network_weights the job would run to the end and write an empty LoRA. (With
+    // network_weights, lr 0 re-saves the loaded LoRA: allowed.)
     const double base = c.training.learning_rate;
     const bool unet_moves = !n.network_train_text_encoder_only && n.unet_lr.value_or(base) > 0;
     const bool te_moves = !n.network_train_unet_only && n.text_encoder_lr.value_or(base) > 0;
-    require(unet_moves || te_moves, n.unet_lr ? "network.unet_lr" : "training.learning_rate",
+    require(unet_moves || te_moves || !n.network_weights.empty(),
+            n.unet_lr ? "network.unet_lr" : "training.learning_rate",
             "a learning rate > 0 for the UNet or the text encoders (nothing would be trained)",
             "0 for every trained part");
   }
