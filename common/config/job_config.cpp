@@ -354,6 +354,13 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
             "a learning rate > 0 for the UNet or the text encoders (nothing would be trained)",
             "0 for every trained part");
   }
+  // kohya refuses cached text-encoder outputs while the text encoders' LoRA trains: their
+  // outputs change every step.
+  require(!c.dataset.cache_text_encoder_outputs_to_disk || n.network_train_unet_only,
+          "dataset.cache_text_encoder_outputs_to_disk",
+          "false unless network.network_train_unet_only is true (the text encoders' LoRA trains "
+          "by default and changes their outputs every step)",
+          "true");
 
   const auto& t = c.training;
   require(t.train_batch_size >= 1, "training.train_batch_size", "an integer >= 1",

@@ -206,6 +206,10 @@ TEST(JobConfig, NetworkConvLoRATrainPartsAndLearningRates) {
             "job.yaml:7: key 'network.network_train_text_encoder_only': expected not both "
             "network_train_unet_only and network_train_text_encoder_only (nothing would be "
             "trained), got both true");
+  EXPECT_EQ(error_of(m + "  cache_text_encoder_outputs_to_disk: true\n"),
+            "job.yaml:5: key 'dataset.cache_text_encoder_outputs_to_disk': expected false unless "
+            "network.network_train_unet_only is true (the text encoders' LoRA trains by default "
+            "and changes their outputs every step), got true");
   EXPECT_EQ(error_of(m + "network:\n  unet_lr: 0\n  text_encoder_lr: 0\n"),
             "job.yaml:6: key 'network.unet_lr': expected a learning rate > 0 for the UNet or the "
             "text encoders (nothing would be trained), got 0 for every trained part");
@@ -222,7 +226,8 @@ TEST(JobConfig, LorafleetDatasetKeys) {
                                            "  scan_threads: 4\n"
                                            "  cache_latents_to_disk: true\n"
                                            "  cache_text_encoder_outputs_to_disk: true\n"
-                                           "  cache_dir: caches/../cache2\n",
+                                           "  cache_dir: caches/../cache2\n"
+                                           "network:\n  network_train_unet_only: true\n",
                                        "j.yaml", "/base");
   EXPECT_EQ(c.dataset.on_bad_image, "skip");
   EXPECT_EQ(c.dataset.max_image_pixels, 4000000000LL);

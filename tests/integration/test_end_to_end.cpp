@@ -320,16 +320,27 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
       "  reg_selection: rotate\n  flip_aug: true\n  shuffle_caption: true\n"
       "  keep_tokens: 1\n  caption_tag_dropout_rate: 0.2\n  cache_latents_to_disk: true\n"
       "  cache_text_encoder_outputs_to_disk: true\n";
-  // Two global batches per optimizer step (training.gradient_accumulation_steps).
-  auto with_accumulation = [](const std::string& path) {
+  // Cached text-encoder outputs need frozen text encoders (kohya: --network_train_unet_only).
+  auto unet_only = [](const std::string& path) {
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
     std::string y = text.str();
+    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
+    std::ofstream(path) << y;
+    return path;
+  };
+  // Two global batches per optimizer step (training.gradient_accumulation_steps).
+  auto with_accumulation = [&unet_only](const std::string& path) {
+    std::string y;
+    {
+      std::ifstream in(unet_only(path));
+      std::stringstream text;
+      text << in.rdbuf();
+      y = text.str();
+    }
     y.replace(y.find("  max_train_steps:"), 18,
               "  gradient_accumulation_steps: 2\n  max_train_steps:");
-    // Cached text-encoder outputs need frozen text encoders (kohya: --network_train_unet_only).
-    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
     std::ofstream(path) << y;
     return path;
   };
@@ -366,7 +377,8 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   RunResult b1 = run_job(cfg_b, cport, 2, "--stop-at-step 4");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
   // Resuming with another grouping of batches would change the schedule: refused.
-  const std::string cfg_c = write_config("c.yaml", split, 8, 0, cport, mport, 0, "", data);
+  const std::string cfg_c =
+      unet_only(write_config("c.yaml", split, 8, 0, cport, mport, 0, "", data));
   RunResult regrouped = run_job(cfg_c, cport, 2, "--resume " + split);
   EXPECT_NE(regrouped.exit_code, 0);
   EXPECT_NE(regrouped.output.find("training.gradient_accumulation_steps 2, the job has 1"),

@@ -309,14 +309,14 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     m->to(device);
   }
   if (rank == 0) LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary);
+  if (rank == 0 && config.model.v_parameterization && preset.family != ModelFamily::kSD2) {
+    // As kohya: v-prediction is an SD 2.x (768-v) convention; elsewhere it is usually a mistake.
+    LF_WARN("model.v_parameterization is set for a " << family_name(preset.family)
+                                                      << " model; v-prediction base models are "
+                                                         "SD 2.x 768-v");
+  }
   const bool sdxl = preset.family == ModelFamily::kSDXL;
   const auto& net = config.network;
-  if (config.dataset.cache_text_encoder_outputs_to_disk && !net.network_train_unet_only) {
-    throw std::runtime_error(
-        "dataset.cache_text_encoder_outputs_to_disk needs network.network_train_unet_only: true "
-        "(the text encoders' LoRA would change their outputs every step; kohya refuses this "
-        "combination too)");
-  }
 
   // ---- LoRA: rank 0's initial weights are broadcast so every rank starts identical. ----
   auto init_gen = make_cpu_generator(lora_init_seed(tr.seed));
