@@ -31,7 +31,7 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libexif-dev libjpeg-dev
   libcpp-httplib-dev libcli11-dev libssl-dev zlib1g-dev libpcre2-dev
-  libtomlplusplus-dev
+  libtomlplusplus-dev libicu-dev
   prometheus
 )
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -3,6 +3,11 @@
 // basic_clean/whitespace_clean of openai/CLIP simple_tokenizer.py step by step on code points.
 #include "common/text/text_cleanup.h"
 
+#include <unicode/normalizer2.h>
+#include <unicode/unistr.h>
+#include <unicode/utypes.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -293,6 +298,34 @@ std::u32string ftfy_unescape_html(const std::u32string& s) {
   return out;
 }
 
+// Unicode NFC (Python unicodedata.normalize("NFC")) through ICU's normalizer. ASCII-only text,
+// the common case, is returned as is without a round trip.
+std::u32string nfc(const std::u32string& in) {
+  if (std::all_of(in.begin(), in.end(), [](char32_t c) { return c < 0x80; })) return in;
+  UErrorCode err = U_ZERO_ERROR;
+  static const icu::Normalizer2* normalizer = icu::Normalizer2::getNFCInstance(err);
+  if (normalizer == nullptr) {
+    throw std::runtime_error("CLIPTokenizer: ICU's NFC normalizer is unavailable");
+  }
+  const icu::UnicodeString text = icu::UnicodeString::fromUTF32(
+      reinterpret_cast<const UChar32*>(in.data()), static_cast<int32_t>(in.size()));
+  err = U_ZERO_ERROR;
+  const icu::UnicodeString normalized = normalizer->normalize(text, err);
+  if (U_FAILURE(err)) {
+    throw std::runtime_error(std::string("CLIPTokenizer: NFC normalisation failed: ") +
+                             u_errorName(err));
+  }
+  std::u32string out(static_cast<size_t>(normalized.countChar32()), U'\0');
+  err = U_ZERO_ERROR;
+  normalized.toUTF32(reinterpret_cast<UChar32*>(out.data()), static_cast<int32_t>(out.size()),
+                     err);
+  if (U_FAILURE(err)) {
+    throw std::runtime_error(std::string("CLIPTokenizer: NFC normalisation failed: ") +
+                             u_errorName(err));
+  }
+  return out;
+}
+
 // One round of the ftfy fixers this implementation covers, in fix_and_explain's order.
 std::u32string ftfy_round(const std::u32string& in, bool unescape) {
   std::u32string s = unescape ? ftfy_unescape_html(in) : in;
@@ -368,7 +401,7 @@ std::u32string ftfy_round(const std::u32string& in, bool unescape) {
   for (char32_t c : s) {  // remove_control_chars
     if (!is_ftfy_control(c)) out += c;
   }
-  return out;
+  return nfc(out);  // ftfy's config.normalization "NFC", last step of every round
 }
 
 // ftfy.fix_text: per line, HTML unescaping disabled from the first line holding '<' on.

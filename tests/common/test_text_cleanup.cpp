@@ -60,6 +60,14 @@ TEST(ClipCleanText, IsWhatCLIPTokenizerCleanTextDoes) {
   }
 }
 
+// ftfy's NFC step: a combining sequence becomes the precomposed letter (Python
+// unicodedata.normalize("NFC", "e\u0301") == "\u00e9"), so both spellings tokenize alike.
+TEST(ClipCleanText, AppliesNfcAsFtfyDoes) {
+  EXPECT_EQ(clip_clean_text("Caf" "e\xcc\x81"), "caf\xc3\xa9");
+  EXPECT_EQ(clip_clean_text("A\xcc\x8a ngstr\xc3\xb6m"), "\xc3\xa5 ngstr\xc3\xb6m");
+  EXPECT_EQ(clip_clean_text("plain ascii"), "plain ascii");
+}
+
 TEST(ClipCleanText, RejectsInvalidUtf8WithOffset) {
   const std::pair<const char*, const char*> bad[] = {
       {"caf\xe9", "CLIPTokenizer: text is not valid UTF-8 (byte 3)"},           // truncated

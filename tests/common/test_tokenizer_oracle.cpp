@@ -36,8 +36,6 @@ const std::map<std::string, std::string> kKnownDifferences = {
     // common/text/text_cleanup.h: ftfy's mojibake repair (fix_encoding) is not reproduced.
     {"mojibake: caf\xc3\x83\xc2\xa9 \xc3\xa2\xe2\x82\xac\xc5\x93quoted\xc3\xa2\xe2\x82\xac\xc2\x9d",
      "ftfy fix_encoding (mojibake repair) not reproduced"},
-    // common/text/text_cleanup.h: ftfy's NFC normalisation is not reproduced.
-    {"e\xcc\x81 combining acute vs \xc3\xa9 precomposed", "ftfy NFC normalisation not reproduced"},
     // open_clip 3.x spells its special tokens <start_of_text>/<end_of_text> and reads openai's
     // <|startoftext|>/<|endoftext|> as plain text; lorafleet (clip_tokenizer.h) keeps the
     // openai / HF CLIPTokenizer behaviour for every family, because kohya and diffusers tokenize
