@@ -31,7 +31,9 @@ struct TextCacheKey {
 };
 
 // Bumped when the file layout changes; files of another version are stale (re-encoded).
-inline constexpr const char* kTextCacheFormat = "lorafleet-text-cache/1";
+// 2: captions NFC-normalised before tokenising; the encoder identity covers every encoder and
+// its layer choice (SD 2.x / SDXL).
+inline constexpr const char* kTextCacheFormat = "lorafleet-text-cache/2";
 
 struct TextEncoderEntry {
   at::Tensor context;  // [77, hidden] float32 CPU: the (clip_skip-selected) hidden states
