@@ -347,8 +347,16 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
     // no network_weights the job would run to the end and write an empty LoRA. (With
     // network_weights, lr 0 re-saves the loaded LoRA: allowed.)
     const double base = c.training.learning_rate;
-    const bool unet_moves = !n.network_train_text_encoder_only && n.unet_lr.value_or(base) > 0;
-    const bool te_moves = !n.network_train_unet_only && n.text_encoder_lr.value_or(base) > 0;
+    // kohya: a part whose own lr is 0 is left out of the network.
+    const bool unet_on = !n.network_train_text_encoder_only && !(n.unet_lr && *n.unet_lr == 0);
+    const bool te_on =
+        !n.network_train_unet_only && !(n.text_encoder_lr && *n.text_encoder_lr == 0);
+    require(unet_on || te_on, n.unet_lr ? "network.unet_lr" : "network.text_encoder_lr",
+            "a UNet or text-encoder part to train (network_train_*_only and the lrs set to 0 "
+            "leave none)",
+            "none");
+    const bool unet_moves = unet_on && n.unet_lr.value_or(base) > 0;
+    const bool te_moves = te_on && n.text_encoder_lr.value_or(base) > 0;
     require(unet_moves || te_moves || !n.network_weights.empty(),
             n.unet_lr ? "network.unet_lr" : "training.learning_rate",
             "a learning rate > 0 for the UNet or the text encoders (nothing would be trained)",

@@ -211,8 +211,11 @@ TEST(JobConfig, NetworkConvLoRATrainPartsAndLearningRates) {
             "network.network_train_unet_only is true (the text encoders' LoRA trains by default "
             "and changes their outputs every step), got true");
   EXPECT_EQ(error_of(m + "network:\n  unet_lr: 0\n  text_encoder_lr: 0\n"),
-            "job.yaml:6: key 'network.unet_lr': expected a learning rate > 0 for the UNet or the "
-            "text encoders (nothing would be trained), got 0 for every trained part");
+            "job.yaml:6: key 'network.unet_lr': expected a UNet or text-encoder part to train "
+            "(network_train_*_only and the lrs set to 0 leave none), got none");
+  EXPECT_EQ(error_of(m + "training:\n  learning_rate: 0\n"),
+            "job.yaml:6: key 'training.learning_rate': expected a learning rate > 0 for the UNet "
+            "or the text encoders (nothing would be trained), got 0 for every trained part");
   EXPECT_EQ(parse_job_config(m + "network:\n  unet_lr: 0\n  network_train_unet_only: false\n",
                              "j.yaml")
                 .network.unet_lr.value(),

@@ -98,18 +98,20 @@ def network_shape(modules):
 
 def build_text_encoders(spec, ckpt):
     """The pipeline's text encoders: HF layout via oracle_lib (transformers CLIPTextModel); an
-    open_clip-layout encoder (SDXL's second) via diffusers' convert_open_clip_checkpoint into
-    CLIPTextModelWithProjection, the class StableDiffusionXLPipeline uses."""
+    open_clip-layout encoder via diffusers' convert_open_clip_checkpoint into the class its
+    pipeline uses (SDXL: CLIPTextModelWithProjection; SD 2.x: CLIPTextModel)."""
     encoders = []
     for te in spec.text_encoders:
         if te.layout == "hf":
             encoders.append(ol.load_text_encoder(te, ckpt))
             continue
         from diffusers.loaders import single_file_utils as sfu
-        from transformers import CLIPTextModelWithProjection
+        from transformers import CLIPTextModel, CLIPTextModelWithProjection
         cfg = ol.hf_text_config(te)
         cfg.projection_dim = te.projection_dim
-        model = CLIPTextModelWithProjection(cfg)
+        # SDXL's second encoder is a CLIPTextModelWithProjection; SD 2.x's pipeline uses a plain
+        # CLIPTextModel (its text_projection is never used).
+        model = (CLIPTextModelWithProjection if spec.sdxl else CLIPTextModel)(cfg)
         converted = sfu.convert_open_clip_checkpoint(model, ckpt, prefix=te.prefix)
         if not hasattr(model, "text_model"):  # as create_diffusers_clip_model_from_ldm does
             converted = {k.removeprefix("text_model."): v for k, v in converted.items()}

@@ -80,7 +80,7 @@ install_fixture "${TMP}/ddpm_v_prediction.safetensors" "${OUT}/ddpm_v_prediction
 #    BPE vocab: scripts/prepare_demo_data.sh).
 COORD="${BUILD}/coordinator/lorafleet-coordinator"
 WORKER="${BUILD}/worker/lorafleet-worker"
-for preset in tiny tiny-sdxl; do
+for preset in tiny tiny-sd2 tiny-sdxl; do
   job="${OUT}/lora_${preset}.yaml"
   [[ -f "${job}" ]] || { echo "skipped:   lora ${preset} (no ${job#${ROOT}/})"; continue; }
   if [[ ! -x "${COORD}" || ! -x "${WORKER}" ]]; then

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 
 #include "common/io/atomic_file.h"
 #include "common/data/size_conditioning.h"
+#include "common/io/safetensors.h"
 #include "common/io/sha256.h"
 #include "common/text/clip_tokenizer.h"
 #include "common/util/log.h"
@@ -325,14 +327,32 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   lora_options.network_alpha = net.network_alpha;
   lora_options.conv_dim = net.conv_dim;
   lora_options.conv_alpha = net.conv_alpha;
-  lora_options.train_unet = !net.network_train_text_encoder_only;
-  lora_options.train_text_encoder = !net.network_train_unet_only;
+  // kohya: a part whose own lr is set to 0 is not trained (no modules, the text cache stays on).
+  lora_options.train_unet =
+      !net.network_train_text_encoder_only && !(net.unet_lr && *net.unet_lr == 0);
+  lora_options.train_text_encoder =
+      !net.network_train_unet_only && !(net.text_encoder_lr && *net.text_encoder_lr == 0);
+  if (resume_point && lora_options.train_text_encoder) {
+    // A checkpoint without text-encoder modules (network_train_unet_only, or lorafleet before
+    // text-encoder LoRA became the default) resumes as it was trained, not with a new network.
+    const SafetensorsFile saved = SafetensorsFile::open(resume_point->dir + "/lora.safetensors");
+    const bool has_te =
+        std::any_of(saved.tensors().begin(), saved.tensors().end(),
+                    [](const TensorInfo& t) { return t.name.rfind("lora_te", 0) == 0; });
+    if (!has_te) {
+      lora_options.train_text_encoder = false;
+      if (rank == 0) {
+        LF_WARN(resume_point->dir << " was trained without text-encoder LoRA modules; resuming "
+                                     "it UNet-only (set network.network_train_unet_only: true "
+                                     "to say so)");
+      }
+    }
+  }
   std::vector<LoRATextEncoderTarget> te_targets;
   for (std::size_t i = 0; i < models.text_encoders.size(); ++i) {
     // kohya builds SD 2.x's ViT-H without its last layer, so its files name 23 layers.
-    const int64_t layers = preset.family == ModelFamily::kSD2
-                               ? preset.text_encoders[i].config.num_layers - 1
-                               : 0;
+    const int64_t layers =
+        preset.family == ModelFamily::kSD2 ? preset.text_encoders[i].config.num_layers - 1 : 0;
     te_targets.push_back({models.text_encoders[i], preset.text_encoders[i].lora_prefix, layers});
   }
   // Adapters are created on each target layer's device (the models are already there).
