@@ -412,6 +412,41 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   EXPECT_EQ(meta.at("ss_steps"), "8");
 }
 
+// A checkpoint trained without text-encoder modules (network_train_unet_only, or lorafleet before
+// they became the default) resumes UNet-only under a config that would now train them, with a
+// warning, and ends as the straight UNet-only run does.
+TEST_F(EndToEnd, UNetOnlyCheckpointResumesUNetOnly) {
+  const int cport = free_port(), mport = free_port();
+  auto unet_only = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string y = text.str();
+    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
+    std::ofstream(path) << y;
+    return path;
+  };
+  const std::string straight = (dir_ / "straight").string();
+  RunResult a = run_job(unet_only(write_config("a.yaml", straight, 4, 0, cport, mport, 0)), cport,
+                        1, "");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string split = (dir_ / "split").string();
+  RunResult b1 = run_job(unet_only(write_config("b.yaml", split, 4, 2, cport, mport, 0)), cport,
+                         1, "--stop-at-step 2");
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  // The same job without network_train_unet_only: text-encoder LoRA is the default now.
+  RunResult b2 = run_job(write_config("c.yaml", split, 4, 2, cport, mport, 0), cport, 1,
+                         "--resume " + split);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_NE(b2.output.find("was trained without text-encoder LoRA modules; resuming it "
+                           "UNet-only"),
+            std::string::npos)
+      << b2.output;
+  expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
+  const auto lora = lf::load_safetensors(split + "/e2e.safetensors");
+  EXPECT_EQ(lora.tensors.size(), 3u * 84u);  // UNet modules only
+}
+
 TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   const int cport = free_port(), mport = free_port();
   // Unreachable coordinator: the worker names the address and exits non-zero.
