@@ -33,7 +33,8 @@ std::string optional_lr(const std::optional<double>& lr) { return lr ? py_float(
 // The JSON text of a string, as json.dumps writes it.
 std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
-// ISO 8601 local time without microseconds, as datetime.fromtimestamp(t).isoformat().
+// ISO 8601 local time to the second (kohya's datetime.fromtimestamp(t).isoformat() also writes
+// microseconds; readers parse both).
 std::string iso_local_time(std::time_t t) {
   std::tm tm{};
   localtime_r(&t, &tm);
