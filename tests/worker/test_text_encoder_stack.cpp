@@ -59,6 +59,11 @@ TEST(TextEncoderStack, SdxlConcatenatesBothEncodersAndKeepsThePooledBigG) {
     return TextEncoderStack(p1, m1.text_encoders, tok, 0).encode({"x"}, at::Device(at::kCPU));
   }();
   EXPECT_FALSE(sd1.pooled.defined());  // SD 1.x has no vector conditioning
+  // Stopping at the selected layer (no pooled output) gives the same hidden states.
+  const CLIPTextOutput full = m.text_encoders[0]->forward(t, 2, false, /*with_pooled=*/true);
+  const CLIPTextOutput cut = m.text_encoders[0]->forward(t, 2, false, /*with_pooled=*/false);
+  EXPECT_TRUE(torch::equal(full.hidden, cut.hidden));
+  EXPECT_FALSE(cut.pooled.defined());
   EXPECT_EQ(sd1.context.sizes(), (std::vector<int64_t>{1, 77, 64}));
 }
 

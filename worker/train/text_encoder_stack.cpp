@@ -67,9 +67,12 @@ TextConditioning TextEncoderStack::encode(const std::vector<std::string>& captio
     at::Tensor input_ids = torch::tensor(ids, torch::kLong)
                                .view({static_cast<int64_t>(captions.size()), 77})
                                .to(device);
-    CLIPTextOutput o = encoders_[i]->forward(input_ids, layers_[i], spec.apply_final_layer_norm);
+    // Only SDXL's last encoder contributes a pooled output; the others stop at their layer.
+    const bool pooled = with_pooled_ && i + 1 == encoders_.size();
+    CLIPTextOutput o =
+        encoders_[i]->forward(input_ids, layers_[i], spec.apply_final_layer_norm, pooled);
     hidden.push_back(o.hidden);
-    if (i + 1 == encoders_.size() && with_pooled_) out.pooled = o.pooled;
+    if (pooled) out.pooled = o.pooled;
   }
   out.context = hidden.size() == 1 ? hidden[0] : torch::cat(hidden, /*dim=*/-1);
   return out;

@@ -88,7 +88,7 @@ CLIPTextModelImpl::CLIPTextModelImpl(const CLIPTextConfig& config) : config_(con
 
 CLIPTextOutput CLIPTextModelImpl::forward(const torch::Tensor& input_ids,
                                           int64_t hidden_layer_from_end,
-                                          bool apply_final_layer_norm) {
+                                          bool apply_final_layer_norm, bool with_pooled) {
   if (hidden_layer_from_end < 1 || hidden_layer_from_end > config_.num_layers) {
     throw std::invalid_argument("CLIPTextModel: hidden_layer_from_end (clip skip) must be in [1, " +
                                 std::to_string(config_.num_layers) + "], got " +
@@ -105,12 +105,16 @@ CLIPTextOutput CLIPTextModelImpl::forward(const torch::Tensor& input_ids,
   torch::Tensor h = token_embedding_->forward(input_ids) + position_embedding_->forward(positions);
   const int64_t selected_layer = config_.num_layers - hidden_layer_from_end;  // 0-based
   torch::Tensor selected;
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
+  // Without the pooled output, the layers after the selected one are not run at all (SD 2.x's
+  // 24th ViT-H layer, SDXL's last CLIP-L layer): no compute, no autograd graph kept.
+  const int64_t last = with_pooled ? config_.num_layers - 1 : selected_layer;
+  for (int64_t i = 0; i <= last; ++i) {
     h = layers_->ptr(i)->as<CLIPEncoderLayerImpl>()->forward(h);
     if (i == selected_layer) selected = h;
   }
   CLIPTextOutput out;
   out.hidden = apply_final_layer_norm ? final_layer_norm_->forward(selected) : selected;
+  if (!with_pooled) return out;
   // LayerNorm is per token, so normalising only the eos rows equals HF's LN-then-gather.
   torch::Tensor eos = (input_ids == config_.eos_token_id).to(torch::kInt32).argmax(-1);
   torch::Tensor pooled = final_layer_norm_->forward(h.index({torch::arange(b, i64), eos}));

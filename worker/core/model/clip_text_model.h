@@ -86,11 +86,12 @@ class CLIPTextModelImpl : public torch::nn::Module {
   // input_ids [B, T] int64 (T <= max_position_embeddings, SD: 77).
   // hidden_layer_from_end = 1 selects the last layer's output, k > 1 the output of layer
   // num_layers + 1 - k (A1111/kohya "clip skip"; SD2 and SDXL use 2); final_layer_norm is
-  // applied to it when apply_final_layer_norm (SD1, SD2; not SDXL). The pooled output always
-  // runs every layer. Throws std::invalid_argument for hidden_layer_from_end outside
+  // applied to it when apply_final_layer_norm (SD1, SD2; not SDXL). The pooled output runs
+  // every layer; with_pooled false skips it and the layers after the selected one (pooled is
+  // then undefined). Throws std::invalid_argument for hidden_layer_from_end outside
   // [1, num_layers] or T > max_position_embeddings.
   CLIPTextOutput forward(const torch::Tensor& input_ids, int64_t hidden_layer_from_end = 1,
-                         bool apply_final_layer_norm = true);
+                         bool apply_final_layer_norm = true, bool with_pooled = true);
 
   const CLIPTextConfig& config() const { return config_; }
 
