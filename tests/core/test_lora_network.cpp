@@ -38,28 +38,29 @@ class TinyLoRA : public ::testing::Test {
 };
 
 TEST(LoRANames, LdmToDiffusersPathRule) {
-  // SD 1.x, L = 2
-  EXPECT_EQ(ldm_to_diffusers_attention_path("input_blocks.1.1.proj_in", 2),
+  const UNetLoRANaming sd1{false, 2, {true, true, true, false}};  // SD 1.x, L = 2
+  EXPECT_EQ(ldm_to_diffusers_unet_path("input_blocks.1.1.proj_in", sd1),
             "down_blocks.0.attentions.0.proj_in");
-  EXPECT_EQ(ldm_to_diffusers_attention_path("input_blocks.8.1.transformer_blocks.0.attn2.to_k", 2),
+  EXPECT_EQ(ldm_to_diffusers_unet_path("input_blocks.8.1.transformer_blocks.0.attn2.to_k", sd1),
             "down_blocks.2.attentions.1.transformer_blocks.0.attn2.to_k");
-  EXPECT_EQ(ldm_to_diffusers_attention_path("middle_block.1.proj_out", 2),
+  EXPECT_EQ(ldm_to_diffusers_unet_path("middle_block.1.proj_out", sd1),
             "mid_block.attentions.0.proj_out");
-  EXPECT_EQ(ldm_to_diffusers_attention_path("output_blocks.5.1.proj_in", 2),
+  EXPECT_EQ(ldm_to_diffusers_unet_path("output_blocks.5.1.proj_in", sd1),
             "up_blocks.1.attentions.2.proj_in");
-  EXPECT_EQ(ldm_to_diffusers_attention_path("output_blocks.9.1.proj_in", 2),
+  EXPECT_EQ(ldm_to_diffusers_unet_path("output_blocks.9.1.proj_in", sd1),
             "up_blocks.3.attentions.0.proj_in");
-  // tiny, L = 1
-  EXPECT_EQ(ldm_to_diffusers_attention_path("input_blocks.3.1.proj_in", 1),
+  const UNetLoRANaming tiny{false, 1, {true, true}};  // tiny, L = 1
+  EXPECT_EQ(ldm_to_diffusers_unet_path("input_blocks.3.1.proj_in", tiny),
             "down_blocks.1.attentions.0.proj_in");
-  EXPECT_EQ(ldm_to_diffusers_attention_path("output_blocks.3.1.proj_in", 1),
+  EXPECT_EQ(ldm_to_diffusers_unet_path("output_blocks.3.1.proj_in", tiny),
             "up_blocks.1.attentions.1.proj_in");
-  EXPECT_THROW(ldm_to_diffusers_attention_path("input_blocks.3.1.x", 2), std::invalid_argument);
-  EXPECT_THROW(ldm_to_diffusers_attention_path("input_blocks.1.0.in_layers.0", 2),
+  EXPECT_THROW(ldm_to_diffusers_unet_path("input_blocks.3.1.x", sd1), std::invalid_argument);
+  EXPECT_THROW(ldm_to_diffusers_unet_path("input_blocks.1.0.in_layers.0", sd1),
                std::invalid_argument);
-  EXPECT_THROW(ldm_to_diffusers_attention_path("middle_block.0.x", 2), std::invalid_argument);
-  EXPECT_EQ(kohya_lora_name("mid_block.attentions.0.transformer_blocks.0.ff.net.0.proj"),
-            "lora_unet_mid_block_attentions_0_transformer_blocks_0_ff_net_0_proj");
+  EXPECT_THROW(ldm_to_diffusers_unet_path("middle_block.0.x", sd1), std::invalid_argument);
+  EXPECT_EQ(
+      kohya_unet_lora_name("middle_block.1.transformer_blocks.0.ff.net.0.proj", sd1).name,
+      "lora_unet_mid_block_attentions_0_transformer_blocks_0_ff_net_0_proj");
 }
 
 TEST_F(TinyLoRA, ModuleNamesEqualKohyaNamesOfDiffusersModules) {

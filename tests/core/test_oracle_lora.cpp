@@ -93,14 +93,7 @@ TEST_P(OracleLoRA, TrainedLoRAMatchesDiffusersKohyaLoaderWithin1e4) {
   SDModels models = build_sd_models(preset, /*with_decoder=*/false);
   load_sd_models(models, weights);
   UNetModel& unet = models.unet;
-  std::vector<LoRATextEncoderTarget> targets;
-  for (size_t i = 0; i < preset.text_encoders.size(); ++i) {
-    // kohya's SD 2.x text encoder has one layer less (the trainer builds it the same way).
-    const int64_t layers = preset.family == ModelFamily::kSD2
-                               ? preset.text_encoders[i].config.num_layers - 1
-                               : 0;
-    targets.push_back({models.text_encoders[i], preset.text_encoders[i].lora_prefix, layers});
-  }
+  const std::vector<LoRATextEncoderTarget> targets = kohya_text_encoder_targets(models);
   // Encoders the file has modules for: make_lora_fixture.py stores te{i}.* exactly for those.
   const std::vector<std::string> te_components = {"text_encoder", "text_encoder_2"};
   size_t te_modules = 0;

@@ -120,6 +120,18 @@ class EndToEnd : public ::testing::Test {
     return p.string();
   }
 
+  // Adds network_train_unet_only: true to the config at `path` (LoRA on the UNet only, as
+  // kohya's --network_train_unet_only); returns the path.
+  std::string with_unet_only(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string y = text.str();
+    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
+    std::ofstream(path) << y;
+    return path;
+  }
+
   // Runs coordinator + np workers; returns the workers' combined output and exit code.
   RunResult run_job(const std::string& config, int coord_port, int np,
                     const std::string& worker_flags, std::string* coord_output = nullptr) {
@@ -308,8 +320,9 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
 
 // Issue 3's data path end to end on 2 ranks: per-sample flip, caption shuffle and tag dropout
 // planned by the coordinator, reg_selection rotate over 9 reg images, latents and text-encoder
-// outputs cached on disk, two batches per optimizer step. A run stopped at step 4 and resumed ends byte-identical to a straight
-// run, and the resumed half reads its latents back from the disk cache.
+// outputs cached on disk, two batches per optimizer step. A run stopped at step 4 and resumed
+// ends byte-identical to a straight run, and the resumed half reads its latents back from the
+// disk cache.
 TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   for (const auto& e : fs::directory_iterator(kDemo + "/reg/1_photo")) {
     const fs::path to = dir_ / "reg/1_grey" / e.path().filename();
@@ -320,21 +333,12 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
       "  reg_selection: rotate\n  flip_aug: true\n  shuffle_caption: true\n"
       "  keep_tokens: 1\n  caption_tag_dropout_rate: 0.2\n  cache_latents_to_disk: true\n"
       "  cache_text_encoder_outputs_to_disk: true\n";
-  // Cached text-encoder outputs need frozen text encoders (kohya: --network_train_unet_only).
-  auto unet_only = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string y = text.str();
-    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
-    std::ofstream(path) << y;
-    return path;
-  };
-  // Two global batches per optimizer step (training.gradient_accumulation_steps).
-  auto with_accumulation = [&unet_only](const std::string& path) {
+  // Two global batches per optimizer step (training.gradient_accumulation_steps); cached
+  // text-encoder outputs need frozen text encoders (kohya: --network_train_unet_only).
+  auto with_accumulation = [this](const std::string& path) {
     std::string y;
     {
-      std::ifstream in(unet_only(path));
+      std::ifstream in(with_unet_only(path));
       std::stringstream text;
       text << in.rdbuf();
       y = text.str();
@@ -345,19 +349,21 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
     return path;
   };
   const std::string straight = (dir_ / "straight").string();
-  const std::string cfg_a = with_accumulation(
-      write_config("a.yaml", straight, 8, 0, cport, mport, 0, "", data));
+  const std::string cfg_a =
+      with_accumulation(write_config("a.yaml", straight, 8, 0, cport, mport, 0, "", data));
 
   // inspect: no model, the subsets, the bucket table and the steps for a world size.
-  RunResult insp = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg_a +
-                       " --inspect --world-size 2");
+  RunResult insp =
+      run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg_a + " --inspect --world-size 2");
   ASSERT_EQ(insp.exit_code, 0) << insp.output;
   EXPECT_NE(insp.output.find("[train] " + (dir_ / "train/2_photo").string() +
                              ": 3 images x 2 repeats = 6 samples"),
-            std::string::npos) << insp.output;
+            std::string::npos)
+      << insp.output;
   EXPECT_NE(insp.output.find("[reg] " + (dir_ / "reg/1_grey").string() +
                              ": 9 images x 1 repeats = 9 samples; epoch 1 uses 6 of them"),
-            std::string::npos) << insp.output;
+            std::string::npos)
+      << insp.output;
   EXPECT_NE(insp.output.find("number of train images (including repeats): 6"), std::string::npos);
   EXPECT_NE(insp.output.find("gradient_accumulation_steps 2"), std::string::npos);
   EXPECT_NE(insp.output.find("total optimization steps: 8"), std::string::npos);
@@ -372,17 +378,18 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   EXPECT_EQ(latent_files, (3 + 9) * 2);
 
   const std::string split = (dir_ / "split").string();
-  const std::string cfg_b = with_accumulation(
-      write_config("b.yaml", split, 8, 0, cport, mport, 0, "", data));
+  const std::string cfg_b =
+      with_accumulation(write_config("b.yaml", split, 8, 0, cport, mport, 0, "", data));
   RunResult b1 = run_job(cfg_b, cport, 2, "--stop-at-step 4");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
   // Resuming with another grouping of batches would change the schedule: refused.
   const std::string cfg_c =
-      unet_only(write_config("c.yaml", split, 8, 0, cport, mport, 0, "", data));
+      with_unet_only(write_config("c.yaml", split, 8, 0, cport, mport, 0, "", data));
   RunResult regrouped = run_job(cfg_c, cport, 2, "--resume " + split);
   EXPECT_NE(regrouped.exit_code, 0);
   EXPECT_NE(regrouped.output.find("training.gradient_accumulation_steps 2, the job has 1"),
-            std::string::npos) << regrouped.output;
+            std::string::npos)
+      << regrouped.output;
   // So would a plan trained on other samples (here flip_aug off): refused before any model loads.
   std::string no_flip = data;
   no_flip.replace(no_flip.find("  flip_aug: true\n"), 17, "");
@@ -391,7 +398,8 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   RunResult replanned = run_job(cfg_d, cport, 2, "--resume " + split);
   EXPECT_NE(replanned.exit_code, 0);
   EXPECT_NE(replanned.output.find("differs from the one the checkpoint was trained on"),
-            std::string::npos) << replanned.output;
+            std::string::npos)
+      << replanned.output;
   RunResult b2 = run_job(cfg_b, cport, 2, "--resume " + split);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   // Both ranks read every latent from the disk cache written by the first half.
@@ -417,26 +425,17 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
 // warning, and ends as the straight UNet-only run does.
 TEST_F(EndToEnd, UNetOnlyCheckpointResumesUNetOnly) {
   const int cport = free_port(), mport = free_port();
-  auto unet_only = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string y = text.str();
-    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
-    std::ofstream(path) << y;
-    return path;
-  };
   const std::string straight = (dir_ / "straight").string();
-  RunResult a = run_job(unet_only(write_config("a.yaml", straight, 4, 0, cport, mport, 0)), cport,
-                        1, "");
+  RunResult a = run_job(with_unet_only(write_config("a.yaml", straight, 4, 0, cport, mport, 0)),
+                        cport, 1, "");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const std::string split = (dir_ / "split").string();
-  RunResult b1 = run_job(unet_only(write_config("b.yaml", split, 4, 2, cport, mport, 0)), cport,
-                         1, "--stop-at-step 2");
+  RunResult b1 = run_job(with_unet_only(write_config("b.yaml", split, 4, 2, cport, mport, 0)),
+                         cport, 1, "--stop-at-step 2");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
   // The same job without network_train_unet_only: text-encoder LoRA is the default now.
-  RunResult b2 = run_job(write_config("c.yaml", split, 4, 2, cport, mport, 0), cport, 1,
-                         "--resume " + split);
+  RunResult b2 =
+      run_job(write_config("c.yaml", split, 4, 2, cport, mport, 0), cport, 1, "--resume " + split);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("was trained without text-encoder LoRA modules; resuming it "
                            "UNet-only"),
@@ -451,8 +450,8 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   const int cport = free_port(), mport = free_port();
   // Unreachable coordinator: the worker names the address and exits non-zero.
   const int dead = free_port();
-  RunResult w = run(mpirun(1) + " " + LF_WORKER_BIN + " --coordinator 127.0.0.1:" +
-                    std::to_string(dead) + " --connect-timeout 2");
+  RunResult w = run(mpirun(1) + " " + LF_WORKER_BIN +
+                    " --coordinator 127.0.0.1:" + std::to_string(dead) + " --connect-timeout 2");
   EXPECT_NE(w.exit_code, 0);
   EXPECT_NE(w.output.find("127.0.0.1:" + std::to_string(dead)), std::string::npos) << w.output;
 

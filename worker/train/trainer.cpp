@@ -348,16 +348,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       }
     }
   }
-  std::vector<LoRATextEncoderTarget> te_targets;
-  for (std::size_t i = 0; i < models.text_encoders.size(); ++i) {
-    // kohya builds SD 2.x's ViT-H without its last layer, so its files name 23 layers.
-    const int64_t layers =
-        preset.family == ModelFamily::kSD2 ? preset.text_encoders[i].config.num_layers - 1 : 0;
-    te_targets.push_back({models.text_encoders[i], preset.text_encoders[i].lora_prefix, layers});
-  }
   // Adapters are created on each target layer's device (the models are already there).
-  LoRANetwork lora(unet, unet_lora_naming(unet, /*ldm_names=*/sdxl), te_targets, lora_options,
-                   init_gen);
+  LoRANetwork lora(unet, unet_lora_naming(unet, /*ldm_names=*/sdxl),
+                   kohya_text_encoder_targets(models), lora_options, init_gen);
   if (!net.network_weights.empty()) {
     const LoRALoadReport report = load_network_weights(lora, net.network_weights);
     if (rank == 0) {

@@ -222,23 +222,6 @@ std::string diffusers_to_ldm_unet_path(const std::string& path, const UNetLoRANa
   return fail("no such up-block layer in this wiring");
 }
 
-std::string ldm_to_diffusers_attention_path(const std::string& ldm_path, int64_t num_res_blocks) {
-  // Every level with attention and far more levels than any wiring: only the SpatialTransformer
-  // children (".1") are accepted below, which do not depend on the real attention layout.
-  UNetLoRANaming naming;
-  naming.num_res_blocks = num_res_blocks;
-  naming.level_has_attention.assign(1000, true);
-  const LdmLocation loc = locate_ldm(ldm_path, naming);
-  if (loc.kind != LdmLocation::kTransformer) {
-    throw std::invalid_argument("not a UNet SpatialTransformer path: \"" + ldm_path + "\"");
-  }
-  return to_diffusers(loc, ldm_path);
-}
-
-std::string kohya_lora_name(const std::string& diffusers_path) {
-  return "lora_unet_" + underscored(diffusers_path);
-}
-
 bool is_text_encoder_lora_target(const std::string& path, int64_t* layer) {
   const std::vector<std::string> p = split(path, '.');
   int64_t i = 0;

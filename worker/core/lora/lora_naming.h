@@ -60,14 +60,6 @@ std::string ldm_to_diffusers_unet_path(const std::string& ldm_path, const UNetLo
 std::string diffusers_to_ldm_unet_path(const std::string& diffusers_path,
                                        const UNetLoRANaming& naming);
 
-// Kept for the SD 1.x SpatialTransformer-only callers: ldm_to_diffusers_unet_path restricted to
-// SpatialTransformer paths (throws std::invalid_argument for any other path), with the attention
-// layout of SD 1.x (every level but the last) irrelevant because only ".1" paths are accepted.
-std::string ldm_to_diffusers_attention_path(const std::string& ldm_path, int64_t num_res_blocks);
-
-// "lora_unet_" + diffusers path with '.' -> '_'.
-std::string kohya_lora_name(const std::string& diffusers_path);
-
 // True for the text-encoder layers kohya targets (children of CLIPAttention / CLIPMLP):
 // "encoder.layers.{i}.self_attn.{q_proj,k_proj,v_proj,out_proj}" and
 // "encoder.layers.{i}.mlp.{fc1,fc2}" (paths relative to the HF text_model). *layer gets i.

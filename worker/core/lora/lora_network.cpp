@@ -50,6 +50,18 @@ bool families_conflict(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::vector<LoRATextEncoderTarget> kohya_text_encoder_targets(const SDModels& models) {
+  std::vector<LoRATextEncoderTarget> out;
+  for (std::size_t i = 0; i < models.text_encoders.size(); ++i) {
+    const TextEncoderSpec& spec = models.preset.text_encoders.at(i);
+    // kohya builds SD 2.x's ViT-H without its last layer, so its files name 23 layers.
+    const int64_t layers =
+        models.preset.family == ModelFamily::kSD2 ? spec.config.num_layers - 1 : 0;
+    out.push_back({models.text_encoders[i], spec.lora_prefix, layers});
+  }
+  return out;
+}
+
 UNetLoRANaming unet_lora_naming(UNetModel& unet, bool ldm_names) {
   UNetLoRANaming naming;
   naming.ldm_names = ldm_names;

@@ -18,6 +18,7 @@
 #include "lora/lora_variants.h"
 #include "model/clip_text_model.h"
 #include "model/lora_compatible.h"
+#include "model/sd_models.h"
 #include "model/unet.h"
 
 namespace lf {
@@ -56,6 +57,10 @@ struct LoRALoadReport {
 // The naming facts of `unet` read from its module tree: num_res_blocks and the levels from its
 // config, the levels with attention from where its SpatialTransformers sit. ldm_names: SDXL.
 UNetLoRANaming unet_lora_naming(UNetModel& unet, bool ldm_names);
+
+// The text encoders of `models` as kohya's networks.lora targets them: each with its preset's
+// lora_prefix, and SD 2.x's with its last layer left out (num_layers - 1).
+std::vector<LoRATextEncoderTarget> kohya_text_encoder_targets(const SDModels& models);
 
 class LoRANetwork {
  public:
