@@ -426,6 +426,26 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           std::to_string(w.num_threads));
   require(w.device == "auto" || w.device == "cpu" || w.device == "cuda", "worker.device",
           "one of: auto, cpu, cuda", str(w.device));
+
+  require(co.tls_cert_file.empty() == co.tls_key_file.empty(), "coordinator.tls_cert_file",
+          "tls_cert_file and tls_key_file together (or neither)",
+          co.tls_cert_file.empty() ? "only tls_key_file" : "only tls_cert_file");
+  const auto& cl = c.cluster;
+  require(cl.world_size >= 0, "cluster.world_size", "an integer >= 0 (0: from the launcher)",
+          std::to_string(cl.world_size));
+  require(cl.collective_timeout >= 1, "cluster.collective_timeout", "seconds >= 1",
+          std::to_string(cl.collective_timeout));
+  require(cl.preempt_grace_seconds >= 1, "cluster.preempt_grace_seconds", "seconds >= 1",
+          std::to_string(cl.preempt_grace_seconds));
+  require(cl.max_restarts >= 0, "cluster.max_restarts", "an integer >= 0",
+          std::to_string(cl.max_restarts));
+  require(cl.restart_backoff_seconds >= 0, "cluster.restart_backoff_seconds", "seconds >= 0",
+          num(cl.restart_backoff_seconds));
+  require(cl.restart_backoff_max_seconds >= cl.restart_backoff_seconds,
+          "cluster.restart_backoff_max_seconds", "seconds >= restart_backoff_seconds",
+          num(cl.restart_backoff_max_seconds));
+  require(cl.rendezvous_timeout_seconds >= 1, "cluster.rendezvous_timeout_seconds",
+          "seconds >= 1", std::to_string(cl.rendezvous_timeout_seconds));
 }
 
 }  // namespace
@@ -452,6 +472,7 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   auto& o = c.output;
   auto& co = c.coordinator;
   auto& w = c.worker;
+  auto& cl = c.cluster;
   std::vector<std::string>& warnings = c.dataset_warnings;
 
   // The `dataset:` section: kohya's CLI level for the dataset keys, plus lorafleet's own keys.
@@ -562,18 +583,29 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
        {p.string_field("listen_address", &co.listen_address),
         p.string_field("metrics_address", &co.metrics_address),
         p.int_field("linger_seconds", &co.linger_seconds),
-        p.int_field("worker_timeout_seconds", &co.worker_timeout_seconds)}},
+        p.int_field("worker_timeout_seconds", &co.worker_timeout_seconds),
+        p.string_field("job_token_file", &co.job_token_file),
+        p.string_field("tls_cert_file", &co.tls_cert_file),
+        p.string_field("tls_key_file", &co.tls_key_file)}},
       {"worker",
        {p.string_field("metrics_host", &w.metrics_host),
         p.int_field("metrics_port_base", &w.metrics_port_base),
         p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device)}},
+      {"cluster",
+       {p.int_field("world_size", &cl.world_size),
+        p.int_field("collective_timeout", &cl.collective_timeout),
+        p.int_field("preempt_grace_seconds", &cl.preempt_grace_seconds),
+        p.int_field("max_restarts", &cl.max_restarts),
+        p.double_field("restart_backoff_seconds", &cl.restart_backoff_seconds),
+        p.double_field("restart_backoff_max_seconds", &cl.restart_backoff_max_seconds),
+        p.int_field("rendezvous_timeout_seconds", &cl.rendezvous_timeout_seconds)}},
   };
 
   if (!root.IsNull()) {
     if (!root.IsMap()) {
       p.fail(Parser::line_of(root, 1),
              "expected a mapping of sections (model, dataset, datasets, network, training, "
-             "output, coordinator, worker), got " + Parser::describe(root));
+             "output, coordinator, worker, cluster), got " + Parser::describe(root));
     }
     // Each section is a Field whose setter applies the section's own fields.
     std::vector<Field> top;
@@ -674,6 +706,9 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   d.reg_data_dir = resolve_path(base_dir, d.reg_data_dir);
   n.network_weights = resolve_path(base_dir, n.network_weights);
   o.output_dir = resolve_path(base_dir, o.output_dir);
+  co.job_token_file = resolve_path(base_dir, co.job_token_file);
+  co.tls_cert_file = resolve_path(base_dir, co.tls_cert_file);
+  co.tls_key_file = resolve_path(base_dir, co.tls_key_file);
   d.cache_dir = d.cache_dir.empty() ? (fs::path(o.output_dir) / "cache").string()
                                     : resolve_path(base_dir, d.cache_dir);
   return c;

@@ -126,6 +126,14 @@ struct CoordinatorSection {
   // and the job ends with exit code 1, so a crashed or killed rank never leaves the coordinator
   // waiting forever.
   int worker_timeout_seconds = 120;
+  // Cluster mode (a listen_address that is not loopback) requires a job token: read from this
+  // file (a mounted Kubernetes Secret), else from the LF_JOB_TOKEN environment variable. Every
+  // RPC must carry it; it is never logged, exported as a metric or written to any output.
+  std::string job_token_file;
+  // Optional TLS for the control plane: the server's PEM certificate chain and private key.
+  // Workers then need the CA that signed it (lorafleet-worker --tls-ca-file). Both or neither.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 struct WorkerSection {
@@ -133,6 +141,31 @@ struct WorkerSection {
   int metrics_port_base = 9410;  // rank r serves /metrics on base + r; 0 disables
   int num_threads = 1;           // intra-op threads per rank (CPU)
   std::string device = "auto";   // auto | cpu | cuda
+};
+
+// How the group is launched, supervised and kept from hanging (docs/cluster.md).
+struct ClusterSection {
+  // Ranks of the job. 0: from the launcher (mpirun) or `lorafleet-coordinator --world-size`.
+  // Kubernetes-native workers (no MPI) learn their rank from the environment and the world size
+  // from here, through the coordinator.
+  int world_size = 0;
+  // Seconds any collective (allreduce, broadcast, barrier) may take before the rank gives up,
+  // reports the failure and exits, so that no survivor of a dead peer or a dropped link hangs
+  // (torch.distributed's `timeout`; NCCL's is aborted with ncclCommAbort).
+  int collective_timeout = 60;
+  // Seconds between SIGTERM and the exit (143): the ranks agree on a last step and commit a
+  // checkpoint within this. Keep it under the pod's terminationGracePeriodSeconds (default 30).
+  int preempt_grace_seconds = 25;
+  // Restarts of the whole group from the last committed checkpoint before the job is failed
+  // (torchrun --max-restarts). Preemptions (exit 143) do not count.
+  int max_restarts = 3;
+  // Backoff before restart k (1-based): restart_backoff_seconds * 2^(k-1), capped at
+  // restart_backoff_max_seconds.
+  double restart_backoff_seconds = 2.0;
+  double restart_backoff_max_seconds = 60.0;
+  // Seconds the coordinator waits for all ranks of a (re-formed) group to register
+  // (torchrun --rdzv-timeout).
+  int rendezvous_timeout_seconds = 300;
 };
 
 struct JobConfig {
@@ -143,6 +176,7 @@ struct JobConfig {
   OutputSection output;
   CoordinatorSection coordinator;
   WorkerSection worker;
+  ClusterSection cluster;
 
   // The resolved datasets, whichever of the three forms (dataset_config.h) the YAML uses; never
   // empty after parsing. Form 1 gives one dataset with train_data_dir/reg_data_dir and

@@ -156,6 +156,40 @@ TEST(JobConfig, MinimalFileKeepsDefaults) {
   EXPECT_EQ(c.output.output_dir, "output");
   EXPECT_EQ(c.coordinator.listen_address, "127.0.0.1:50051");
   EXPECT_EQ(c.worker.device, "auto");
+  EXPECT_EQ(c.coordinator.job_token_file, "");
+  EXPECT_EQ(c.coordinator.tls_cert_file, "");
+  EXPECT_EQ(c.cluster.world_size, 0);
+  EXPECT_EQ(c.cluster.collective_timeout, 60);
+  EXPECT_EQ(c.cluster.preempt_grace_seconds, 25);  // under Kubernetes' default 30 s
+  EXPECT_EQ(c.cluster.max_restarts, 3);
+  EXPECT_DOUBLE_EQ(c.cluster.restart_backoff_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(c.cluster.restart_backoff_max_seconds, 60.0);
+  EXPECT_EQ(c.cluster.rendezvous_timeout_seconds, 300);
+}
+
+TEST(JobConfig, ClusterAndSecurityKeys) {
+  const std::string m(kMinimal);
+  const JobConfig c = parse_job_config(
+      m + "coordinator:\n  job_token_file: secrets/token\n  tls_cert_file: tls/server.crt\n"
+          "  tls_key_file: tls/server.key\ncluster:\n  world_size: 4\n  collective_timeout: 20\n"
+          "  preempt_grace_seconds: 10\n  max_restarts: 5\n  restart_backoff_seconds: 0.5\n"
+          "  restart_backoff_max_seconds: 8\n  rendezvous_timeout_seconds: 90\n",
+      "job.yaml", "/base");
+  EXPECT_EQ(c.coordinator.job_token_file, "/base/secrets/token");
+  EXPECT_EQ(c.coordinator.tls_cert_file, "/base/tls/server.crt");
+  EXPECT_EQ(c.coordinator.tls_key_file, "/base/tls/server.key");
+  EXPECT_EQ(c.cluster.world_size, 4);
+  EXPECT_EQ(c.cluster.collective_timeout, 20);
+  EXPECT_EQ(c.cluster.preempt_grace_seconds, 10);
+  EXPECT_EQ(c.cluster.max_restarts, 5);
+  EXPECT_DOUBLE_EQ(c.cluster.restart_backoff_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(c.cluster.restart_backoff_max_seconds, 8.0);
+  EXPECT_EQ(c.cluster.rendezvous_timeout_seconds, 90);
+  EXPECT_EQ(error_of(m + "cluster:\n  collective_timeout: 0\n"),
+            "job.yaml:6: key 'cluster.collective_timeout': expected seconds >= 1, got 0");
+  EXPECT_EQ(error_of(m + "coordinator:\n  tls_cert_file: a.crt\n"),
+            "job.yaml:6: key 'coordinator.tls_cert_file': expected tls_cert_file and "
+            "tls_key_file together (or neither), got only tls_cert_file");
 }
 
 TEST(JobConfig, ScalarResolutionAndKohyaNormalisations) {
@@ -256,7 +290,7 @@ TEST(JobConfig, UnknownKeyNamesFileLineAndChoices) {
             "cache_text_encoder_outputs_to_disk, cache_dir)");
   EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\ntrainig:\n  seed: 1\n"),
             "job.yaml:3: unknown key 'trainig' (expected one of: model, dataset, datasets, "
-            "network, training, output, coordinator, worker)");
+            "network, training, output, coordinator, worker, cluster)");
   // A kohya subset-only key in the CLI-level section is named as misplaced.
   EXPECT_EQ(error_of(std::string(kMinimal) + "  num_repeats: 3\n"),
             "job.yaml:5: key 'dataset.num_repeats': not allowed here (kohya allows num_repeats "
@@ -367,7 +401,7 @@ TEST(JobConfig, DuplicateKeyAndSyntaxErrors) {
   EXPECT_NE(syntax.find("YAML syntax error"), std::string::npos) << syntax;
   EXPECT_EQ(error_of("- a\n- b\n"),
             "job.yaml:1: expected a mapping of sections (model, dataset, datasets, network, "
-            "training, output, coordinator, worker), got a list");
+            "training, output, coordinator, worker, cluster), got a list");
 }
 
 TEST(JobConfig, LoadFileResolvesAgainstWorkingDirectory) {
