@@ -32,6 +32,7 @@ APT_PACKAGES=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libexif-dev libjpeg-dev
   libcpp-httplib-dev libcli11-dev libssl-dev zlib1g-dev libpcre2-dev
   libtomlplusplus-dev libicu-dev
+  libgloo-dev libsqlite3-dev iproute2 openssl
   prometheus
 )
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -6,22 +6,31 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <stdexcept>
 #include <string>
 
 namespace lf {
+
+// A collective failed or did not complete within cluster.collective_timeout: a peer died or the
+// network between ranks dropped. The group cannot continue; the worker exits with
+// kExitPeerLost so its supervisor restarts the group from the last committed checkpoint.
+class CollectiveError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // In-place elementwise sum over ranks of a contiguous float32 tensor. Throws
-  // std::runtime_error naming the backend and the error code on failure.
+  // In-place elementwise sum over ranks of a contiguous float32 tensor. Throws CollectiveError
+  // (or std::runtime_error for misuse) naming the backend and the error on failure.
   virtual void allreduce_sum(at::Tensor& tensor) = 0;
   // In-place copy of root's contiguous tensor to every rank.
   virtual void broadcast(at::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
-  virtual std::string backend() const = 0;  // "mpi" | "nccl"
+  virtual std::string backend() const = 0;  // "mpi" | "nccl" | "gloo"
 };
 
 }  // namespace lf
