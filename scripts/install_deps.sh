@@ -7,7 +7,9 @@
 #                    nlohmann-json, GoogleTest, cpp-httplib, CLI11, ccache, promtool
 #                    (prometheus), curl
 #   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy; Pillow and
-#                    opencv-python-headless for the kohya peer of bench/run_scan_prepare_bench.sh
+#                    opencv-python-headless for the kohya peer of bench/run_scan_prepare_bench.sh;
+#                    kubernetes-validate (bundled Kubernetes JSON schemas, works offline) for
+#                    scripts/validate_k8s.py (ctest deploy_validate_k8s)
 #   .deps/           the CLIP BPE vocabulary from the open_clip_torch wheel, and the
 #                    skimage sample photographs from Debian's python3-skimage package
 set -euo pipefail
@@ -18,6 +20,7 @@ TORCH_VERSION="${LORAFLEET_TORCH_VERSION:-2.11.0}"
 OPEN_CLIP_VERSION="3.3.0"
 PILLOW_VERSION="12.1.1"
 OPENCV_PY_VERSION="4.13.0.92"
+KUBERNETES_VALIDATE_VERSION="1.37.0"
 SKIMAGE_DEB="python3-skimage"
 mkdir -p "$DEPS"
 
@@ -82,6 +85,16 @@ if ! "$VENV/bin/python" -c "import sys, PIL, cv2; sys.exit(0 if (PIL.__version__
   "$VENV/bin/python" -m pip install -q "${PEER_IMAGE_PACKAGES[@]}"
 else
   log "Pillow $PILLOW_VERSION and opencv-python $OPENCV_PY_VERSION present"
+fi
+
+# --- kubernetes-validate: offline schema checks of deploy/k8s (scripts/validate_k8s.py) ------
+# The wheel bundles the OpenAPI-derived JSON schemas of Kubernetes 1.25-1.37, so validation
+# needs no network; validate_k8s.py pins the Kubernetes version it checks against.
+if ! "$VENV/bin/python" -c "import sys, importlib.metadata as m; sys.exit(0 if m.version('kubernetes-validate') == '$KUBERNETES_VALIDATE_VERSION' else 1)" 2>/dev/null; then
+  log "pip install kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+  "$VENV/bin/python" -m pip install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+else
+  log "kubernetes-validate $KUBERNETES_VALIDATE_VERSION present"
 fi
 
 # --- CLIP BPE vocabulary (shipped by open_clip_torch; never hand-written) -----------------
