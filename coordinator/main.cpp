@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       app.add_option("--listen", listen, "gRPC HOST:PORT (overrides coordinator.listen_address)");
   auto* metrics_opt = app.add_option(
       "--metrics", metrics, "/metrics HOST:PORT, \"\" disables (overrides metrics_address)");
-  app.add_option("--world-size", world_size, "number of ranks (default: from the first Register)")
+  app.add_option("--world-size", world_size, "number of ranks (default: cluster.world_size, else from the first Register)")
       ->check(CLI::Range(1, 65536));
   auto* linger_opt = app.add_option("--linger-seconds", linger_seconds,
                                     "keep serving after the job ends (overrides linger_seconds)")

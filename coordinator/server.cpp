@@ -36,7 +36,8 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
                                 std::to_string(options.world_size));
   }
   ServiceOptions service_options = options.service;
-  service_options.world_size = options.world_size;
+  // --world-size wins over the config's cluster.world_size; 0 in both: from the first Register.
+  service_options.world_size = options.world_size > 0 ? options.world_size : config.cluster.world_size;
   if (!options.service_timeouts_overridden) {
     service_options.worker_timeout = std::chrono::seconds(config_.coordinator.worker_timeout_seconds);
   }

@@ -159,6 +159,10 @@ void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* 
   response->set_max_train_steps(s.max_train_steps);
   response->set_num_epochs(s.num_epochs);
   response->set_generation(generation_);
+  if (!ranks_.empty()) {  // env-mode rendezvous: rank 0's store address and NCCL id, relayed
+    response->set_rendezvous_address(ranks_[0].rendezvous_address);
+    response->set_nccl_unique_id(ranks_[0].nccl_unique_id);
+  }
 }
 
 // ---- RPCs --------------------------------------------------------------------------------
@@ -167,8 +171,10 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
                                           const pb::RegisterRequest* request,
                                           pb::RegisterResponse* response) {
   const int rank = request->rank();
-  const int requested_ws = request->world_size();
   std::unique_lock<std::mutex> lock(mutex_);
+  // Kubernetes-native workers send 0: the job's world size (cluster.world_size / --world-size).
+  const int requested_ws =
+      request->world_size() == 0 && world_size_fixed_ ? world_size_ : request->world_size();
   if (done_ || shutting_down_) {
     return {grpc::StatusCode::FAILED_PRECONDITION,
             "Register from rank " + std::to_string(rank) + ": the job has already ended"};
@@ -176,7 +182,11 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   if (requested_ws < 1) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "Register from rank " + std::to_string(rank) + ": world_size must be >= 1, got " +
-                std::to_string(requested_ws)};
+                std::to_string(requested_ws) +
+                (requested_ws == 0 ? " (set cluster.world_size in the job config, or "
+                                     "lorafleet-coordinator --world-size, for workers launched "
+                                     "without mpirun)"
+                                   : "")};
   }
   if (rank < 0 || rank >= requested_ws) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
@@ -233,6 +243,8 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   me.device = request->device();
   me.pid = request->pid();
   me.metrics_port = request->metrics_port();
+  me.rendezvous_address = request->rendezvous_address();
+  me.nccl_unique_id = request->nccl_unique_id();
   me.last_seen = now;
   const int registered = count_registered();
   LF_INFO("rank " << rank << " registered: host " << me.hostname << " pid " << me.pid

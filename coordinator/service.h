@@ -97,6 +97,8 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
     std::string device;
     int pid = 0;
     int metrics_port = 0;
+    std::string rendezvous_address;  // rank 0 in env mode: relayed to every rank
+    std::string nccl_unique_id;
     Clock::time_point last_seen{};
     bool in_register = false;  // blocked in Register: alive however long it waits
     bool stall_warned = false;

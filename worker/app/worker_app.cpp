@@ -1,26 +1,63 @@
-// Worker entry point (see header). Rank and world size come from Open MPI (mpirun sets
-// OMPI_COMM_WORLD_RANK/SIZE; MPI_Init reads them). An error on one rank aborts the whole MPI job
-// so peers never hang in a collective.
+// Worker entry point (see header). One process is one rank of one group generation: it registers,
+// forms the collective group, trains, and exits; re-forming after a failure is a new process
+// (lorafleet-launch, mpirun under a supervisor, or the Kubernetes Job controller restarts it).
+// Exit codes say what happened, so supervisors and Kubernetes podFailurePolicy rules can act:
+//   0   the job's last step is done
+//   143 preempted (SIGTERM): a checkpoint was committed (or the grace ran out; the previous stands)
+//   75  a peer, the network or the coordinator was lost: restart the group
+//   3   bad input (config, dataset, checkpoint): restarting cannot help
+//   1   any other error
 #include "worker/app/worker_app.h"
 
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include "common/config/job_config.h"
+#include "common/data/dataset.h"
 #include "common/util/log.h"
+#include "worker/app/launch_env.h"
+#include "worker/app/preemption.h"
+#include "worker/dist/gloo_communicator.h"
 #include "worker/dist/mpi_communicator.h"
 #include "worker/dist/nccl_communicator.h"
+#include "worker/dist/timed_communicator.h"
+#include "worker/io/checkpoint.h"
 #include "worker/rpc/coordinator_client.h"
 #include "worker/train/trainer.h"
 
 namespace lf {
+namespace {
+
+constexpr int kExitBadInput = 3;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : fallback;
+}
+
+// The exit status for an exception (see the table at the top).
+int exit_code_for(const std::exception& e) {
+  if (dynamic_cast<const CollectiveError*>(&e) != nullptr) return kExitPeerLost;
+  if (dynamic_cast<const CoordinatorError*>(&e) != nullptr) return kExitPeerLost;
+  if (dynamic_cast<const ConfigError*>(&e) != nullptr) return kExitBadInput;
+  if (dynamic_cast<const DatasetError*>(&e) != nullptr) return kExitBadInput;
+  return 1;
+}
+
+}  // namespace
 
 int run_worker(int argc, char** argv) {
-  CLI::App app{"lorafleet worker: one rank of a LoRA training job (launch with mpirun)"};
+  CLI::App app{"lorafleet worker: one rank of a LoRA training job (under mpirun, lorafleet-launch "
+               "or a Kubernetes Job)"};
   std::string coordinator = "127.0.0.1:50051";
   std::string resume;
+  std::string launcher = "auto";
+  std::string advertise_address;
+  int rendezvous_port = 0;
   int verify_sync_every = 0;
   int connect_timeout = -1;
   bool no_progress_bar = false;
@@ -29,7 +66,19 @@ int run_worker(int argc, char** argv) {
   app.add_option("--coordinator", coordinator, "coordinator address host:port")
       ->envname("LF_COORDINATOR");
   app.add_option("--resume", resume,
-                 "continue from a checkpoint directory, or the newest complete one in a folder");
+                 "continue from a checkpoint directory, or the newest complete one in a folder")
+      ->envname("LF_RESUME");
+  app.add_option("--launcher", launcher,
+                 "auto | mpirun | env: where the rank comes from (env: LF_RANK, "
+                 "JOB_COMPLETION_INDEX or RANK; collectives over Gloo/NCCL via the coordinator)")
+      ->envname("LF_LAUNCHER");
+  app.add_option("--advertise-address", advertise_address,
+                 "env mode, rank 0: the address peers reach its rendezvous store at (default: "
+                 "this host's address on the route to the coordinator)")
+      ->envname("LF_ADVERTISE_ADDRESS");
+  app.add_option("--rendezvous-port", rendezvous_port,
+                 "env mode, rank 0: port of its rendezvous store (0: any free port)")
+      ->envname("LF_RENDEZVOUS_PORT");
   app.add_option("--verify-sync-every", verify_sync_every,
                  "every N steps, check that all ranks hold identical LoRA weights (0 = off)");
   app.add_option("--connect-timeout", connect_timeout,
@@ -44,51 +93,123 @@ int run_worker(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Before anything slow: a SIGTERM during model loading must already be handled.
+  Preemption::install(std::chrono::seconds(JobConfig{}.cluster.preempt_grace_seconds));
 
-  MpiRuntime mpi(&argc, &argv);
-  const int rank = mpi.rank();
+  LaunchInfo launch;
+  try {
+    launch = resolve_launch(launcher);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lorafleet-worker: error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  const bool under_mpi = launch.mode == LaunchMode::kMpirun;
+  std::unique_ptr<MpiRuntime> mpi;
+  if (under_mpi) {
+    mpi = std::make_unique<MpiRuntime>(&argc, &argv);
+    launch.rank = mpi->rank();
+    launch.world_size = mpi->world_size();
+  }
+  const int rank = launch.rank;
   set_log_role("rank " + std::to_string(rank));
+  // Under mpirun a failing rank ends the whole MPI job, so no peer waits in a collective.
+  auto fail = [&](int code) -> int {
+    if (under_mpi) MpiRuntime::abort(code);
+    return code;
+  };
   try {
     CoordinatorClient client(coordinator);
     WorkerIdentity me;
     me.rank = rank;
-    me.world_size = mpi.world_size();
+    me.world_size = launch.world_size;
+    me.launcher = under_mpi ? "mpirun" : "env";
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
     me.hostname = host;
     me.pid = static_cast<int>(getpid());
+    me.restart_count = std::atoi(env_or("LF_RESTART_COUNT", "0").c_str());
+    me.restart_cause = env_or("LF_RESTART_CAUSE", "");
+    const bool cuda = torch_cuda_available();
     // The device this rank will train on unless the job config says worker.device: cpu.
-    me.device = torch_cuda_available() ? "cuda:" + std::to_string(cuda_device_for_rank(rank)) : "cpu";
-    const int timeout = connect_timeout >= 0 ? connect_timeout : 30;
-    JobAssignment job;
-    try {
-      job = client.register_worker(me, timeout);
-    } catch (const CoordinatorError& e) {
-      std::fprintf(stderr, "lorafleet-worker: error: %s\n", e.what());
-      MpiRuntime::abort(1);
+    me.device = cuda ? "cuda:" + std::to_string(cuda_device_for_rank(rank)) : "cpu";
+    // Env mode: rank 0 opens the rendezvous before registering, so the coordinator can relay it.
+    std::unique_ptr<GlooStoreServer> store;
+    if (!under_mpi && rank == 0) {
+      if (cuda && nccl_compiled_in()) me.nccl_unique_id = NcclCommunicator::new_unique_id();
+      store = std::make_unique<GlooStoreServer>(
+          launch.world_size > 0 ? launch.world_size : 1, rendezvous_port,
+          std::chrono::seconds(JobConfig{}.cluster.rendezvous_timeout_seconds));
+      const std::string host_address =
+          !advertise_address.empty() ? advertise_address : local_address_towards(coordinator);
+      me.rendezvous_address =
+          (host_address.empty() ? std::string(host) : host_address) + ":" +
+          std::to_string(store->port());
     }
-    if (job.rank != rank || job.world_size != mpi.world_size()) {
+    const int timeout = connect_timeout >= 0 ? connect_timeout : 30;
+    const JobAssignment job = client.register_worker(me, timeout);
+    if (job.rank != rank || (launch.world_size > 0 && job.world_size != launch.world_size)) {
       throw std::runtime_error("coordinator assigned rank " + std::to_string(job.rank) + "/" +
-                               std::to_string(job.world_size) + " but mpirun started rank " +
-                               std::to_string(rank) + "/" + std::to_string(mpi.world_size()));
+                               std::to_string(job.world_size) + " but the launcher started rank " +
+                               std::to_string(rank) + "/" + std::to_string(launch.world_size));
     }
     // The dataset TOML comes with the assignment: its file need not exist on this host.
     const JobConfig config = parse_job_config(
         job.job_config_yaml, job.job_config_name, job.base_dir,
         job.dataset_config_toml.empty() ? nullptr : &job.dataset_config_toml);
+    Preemption::set_grace(std::chrono::seconds(config.cluster.preempt_grace_seconds));
 
-    std::unique_ptr<Communicator> comm;
-    if (config.worker.device != "cpu" && nccl_compiled_in() && torch_cuda_available()) {
-      comm = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank));
+    // Setup collectives run under the rendezvous timeout; run_training narrows it per step.
+    const auto setup_timeout = std::chrono::seconds(config.cluster.rendezvous_timeout_seconds);
+    const bool use_nccl = config.worker.device != "cpu" && nccl_compiled_in() && cuda;
+    std::unique_ptr<Communicator> backend;
+    if (under_mpi) {
+      if (use_nccl) {
+        backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank));
+      } else {
+        backend = std::make_unique<MpiCommunicator>();
+      }
+    } else if (use_nccl && !job.nccl_unique_id.empty()) {
+      backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank), rank,
+                                                   job.world_size, job.nccl_unique_id);
     } else {
-      comm = std::make_unique<MpiCommunicator>();
+      if (job.rendezvous_address.empty()) {
+        throw CoordinatorError("the coordinator relayed no rendezvous address from rank 0");
+      }
+      GlooOptions gloo;
+      gloo.rank = rank;
+      gloo.world_size = job.world_size;
+      gloo.store_address = job.rendezvous_address;
+      gloo.local_address =
+          rank == 0 && !advertise_address.empty()
+              ? advertise_address
+              : local_address_towards(job.rendezvous_address);
+      gloo.timeout = setup_timeout;
+      backend = std::make_unique<GlooCommunicator>(gloo, store.get());
     }
+    TimedCommunicator comm(std::move(backend), setup_timeout);
     TrainerOptions opts;
+    // "auto" (lorafleet-launch and the Kubernetes manifests set it): the newest committed
+    // checkpoint of this job's output_dir if there is one, else a fresh start.
     opts.resume = resume;
+    if (resume == "auto") {
+      const std::string root = config.output.output_dir + "/checkpoints";
+      opts.resume.clear();
+      try {
+        if (std::filesystem::is_directory(root)) opts.resume = resolve_checkpoint(root);
+      } catch (const std::exception&) {
+        // No complete checkpoint yet: start fresh.
+      }
+      if (rank == 0) {
+        LF_INFO("--resume auto: " << (opts.resume.empty() ? "no committed checkpoint in " + root +
+                                                                 ", starting fresh"
+                                                           : "continuing from " + opts.resume));
+      }
+    }
     opts.verify_sync_every = verify_sync_every;
     opts.stop_at_step = stop_at_step;
     opts.metrics_linger_seconds = metrics_linger_seconds;
     opts.progress_tty = !no_progress_bar && isatty(fileno(stdout));
+    opts.stop_requested = [] { return Preemption::requested(); };
     if (config.worker.metrics_port_base > 0) {
       opts.metrics_bind = config.worker.metrics_host + ":" +
                           std::to_string(config.worker.metrics_port_base + rank);
@@ -96,10 +217,22 @@ int run_worker(int argc, char** argv) {
     if (rank == 0) {
       LF_INFO("job " << job.job_config_name << ": world_size " << job.world_size << ", "
                      << job.max_train_steps << " steps over " << job.num_epochs
-                     << " epochs, seed " << job.shared_seed << ", collectives "
-                     << comm->backend());
+                     << " epochs, seed " << job.shared_seed << ", generation "
+                     << job.generation << ", launcher " << me.launcher << ", collectives "
+                     << comm.backend());
     }
-    TrainResult r = run_training(config, job, *comm, client, opts);
+    TrainResult r = run_training(config, job, comm, client, opts);
+    if (r.preempted) {
+      client.finish(rank, r.global_step, true, "preempted");
+      LF_WARN("preempted: checkpoint " << r.checkpoint_dir << " committed at global_step "
+                                        << r.global_step << " within "
+                                        << Preemption::seconds_since_request()
+                                        << " s of the signal; exiting with " << kExitPreempted);
+      std::fflush(stderr);
+      std::fflush(stdout);
+      // Peers exit at the same step; skip MPI_Finalize's barrier-like teardown.
+      _exit(kExitPreempted);
+    }
     client.finish(rank, r.global_step, true, "");
     if (rank == 0) {
       const double sps = r.seconds > 0 ? r.steps_run / r.seconds : 0.0;
@@ -111,14 +244,14 @@ int run_worker(int argc, char** argv) {
     }
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lorafleet-worker: error: rank %d: %s\n", rank, e.what());
+    const int code = Preemption::requested() ? kExitPreempted : exit_code_for(e);
+    std::fprintf(stderr, "lorafleet-worker: error: rank %d: %s (exit %d)\n", rank, e.what(), code);
     std::fflush(stderr);
     try {
       CoordinatorClient(coordinator).finish(rank, 0, false, e.what());
     } catch (...) {
     }
-    // Peers may be inside a collective waiting for this rank: end the whole job.
-    MpiRuntime::abort(1);
+    return fail(code);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +32,11 @@ class Communicator {
   virtual void broadcast(at::Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
   virtual std::string backend() const = 0;  // "mpi" | "nccl" | "gloo"
+  // The longest any later collective may take (backends with their own timeouts apply it;
+  // TimedCommunicator enforces it for all). Setup collectives (initial broadcast, the barrier
+  // after latent caching) run under the rendezvous timeout, training steps under
+  // cluster.collective_timeout.
+  virtual void set_timeout(std::chrono::milliseconds timeout) { (void)timeout; }
 };
 
 }  // namespace lf

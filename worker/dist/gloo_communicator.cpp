@@ -122,6 +122,10 @@ void GlooCommunicator::broadcast(at::Tensor& tensor, int root) {
   impl_->wait(impl_->group->broadcast(tensors, opts), "broadcast");
 }
 
+void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
+  impl_->timeout = timeout;
+}
+
 void GlooCommunicator::barrier() {
   c10d::BarrierOptions opts;
   opts.timeout = impl_->timeout;

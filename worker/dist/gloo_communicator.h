@@ -49,6 +49,7 @@ class GlooCommunicator : public Communicator {
   void broadcast(at::Tensor& tensor, int root) override;
   void barrier() override;
   std::string backend() const override { return "gloo"; }
+  void set_timeout(std::chrono::milliseconds timeout) override;
 
  private:
   struct Impl;

@@ -1,10 +1,15 @@
-// Communicator over NCCL for CUDA tensors. The unique id is created by rank 0 and broadcast
-// over MPI (the launcher's bootstrap), as nccl-tests and Horovod do. Collectives run on the
-// current PyTorch CUDA stream, so they are ordered with the backward pass without extra syncs.
-// Compiled only when NCCL and CUDA are found (LF_HAVE_NCCL).
+// Communicator over NCCL for CUDA tensors. The communicator is non-blocking
+// (ncclConfig_t.blocking = 0): every call is followed by a wait that polls
+// ncclCommGetAsyncError and the CUDA stream until the operation is done or the timeout
+// (cluster.collective_timeout) passes; then ncclCommAbort releases the GPU resources and the call
+// throws CollectiveError, so a dead peer or a dropped link never leaves a rank hanging in a kernel
+// (as PyTorch's NCCL watchdog does with TORCH_NCCL_ASYNC_ERROR_HANDLING). The unique id is rank
+// 0's: broadcast over MPI under mpirun (as nccl-tests and Horovod), or relayed by the coordinator
+// in Kubernetes-native launches. Compiled only when NCCL and CUDA are found (LF_HAVE_NCCL).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "worker/dist/communicator.h"
 
@@ -12,9 +17,10 @@ namespace lf {
 
 class NcclCommunicator : public Communicator {
  public:
-  // Collective over MPI_COMM_WORLD; `device` is this rank's CUDA device index.
-  // Throws std::runtime_error with the NCCL error string on failure.
+  // Under mpirun: collective over MPI_COMM_WORLD; `device` is this rank's CUDA device index.
   explicit NcclCommunicator(int device);
+  // Without MPI: `unique_id` is rank 0's new_unique_id(), relayed to every rank.
+  NcclCommunicator(int device, int rank, int world_size, const std::string& unique_id);
   ~NcclCommunicator() override;
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -22,8 +28,13 @@ class NcclCommunicator : public Communicator {
   void broadcast(at::Tensor& tensor, int root) override;
   void barrier() override;
   std::string backend() const override { return "nccl"; }
+  void set_timeout(std::chrono::milliseconds timeout) override;
+
+  // A fresh ncclUniqueId as bytes (rank 0, before registration). Throws without NCCL.
+  static std::string new_unique_id();
 
  private:
+  void init(int device, const std::string& unique_id);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;

@@ -54,7 +54,7 @@ void broadcast_parameters(Communicator& comm, const std::vector<at::Tensor>& par
 }
 
 double allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
-                           double local_loss_sum) {
+                           double local_loss_sum, double* stop_votes) {
   if (params.empty()) throw std::invalid_argument("allreduce_gradients: no parameters");
   std::vector<at::Tensor> parts;
   parts.reserve(params.size() + 1);
@@ -62,6 +62,7 @@ double allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& pa
     parts.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
   }
   parts.push_back(torch::full({1}, local_loss_sum, params[0].options()));
+  if (stop_votes != nullptr) parts.push_back(torch::full({1}, *stop_votes, params[0].options()));
   at::Tensor flat = flatten(parts);
   on_backend_device(comm, flat, cuda_device_of(params),
                     [&](at::Tensor& t) { comm.allreduce_sum(t); });
@@ -75,6 +76,7 @@ double allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& pa
     }
     offset += p.numel();
   }
+  if (stop_votes != nullptr) *stop_votes = flat[offset + 1].item<double>();
   return flat[offset].item<double>();
 }
 

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/util/wall_clock.h"
 #include "common/io/sha256.h"
 #include "common/io/safetensors.h"
 #include "worker/io/tensor_file.h"
@@ -51,7 +52,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   std::map<std::string, std::string> m;
   m["ss_session_id"] = std::to_string(f.session_id);
   m["ss_training_started_at"] = py_float(f.training_started_at);
-  m["ss_training_finished_at"] = py_float(static_cast<double>(std::time(nullptr)));
+  m["ss_training_finished_at"] = py_float(static_cast<double>(output_timestamp()));
   m["ss_output_name"] = c.output.output_name;
   m["ss_learning_rate"] = py_float(tr.learning_rate);
   // kohya writes args.unet_lr / args.text_encoder_lr as given (None when unset).
@@ -154,7 +155,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["modelspec.implementation"] =
       sdxl ? "https://github.com/Stability-AI/generative-models" : "diffusers";
   m["modelspec.title"] = c.output.output_name;
-  m["modelspec.date"] = iso_local_time(std::time(nullptr));
+  m["modelspec.date"] = iso_local_time(output_timestamp());
   m["modelspec.resolution"] = std::to_string(b.resolution_w) + "x" + std::to_string(b.resolution_h);
   m["modelspec.prediction_type"] = f.v_parameterization ? "v" : "epsilon";
   if (f.clip_skip > 0) m["modelspec.encoder_layer"] = std::to_string(f.clip_skip);

@@ -102,6 +102,11 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   req.set_pid(me.pid);
   req.set_device(me.device);
   req.set_metrics_port(me.metrics_port);
+  req.set_launcher(me.launcher);
+  req.set_rendezvous_address(me.rendezvous_address);
+  req.set_nccl_unique_id(me.nccl_unique_id);
+  req.set_restart_count(me.restart_count);
+  req.set_restart_cause(me.restart_cause);
 
   const auto connect_deadline =
       std::chrono::system_clock::now() + std::chrono::seconds(connect_timeout_seconds);
@@ -138,6 +143,8 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   a.max_train_steps = resp.max_train_steps();
   a.num_epochs = resp.num_epochs();
   a.generation = resp.generation();
+  a.rendezvous_address = resp.rendezvous_address();
+  a.nccl_unique_id = resp.nccl_unique_id();
   return a;
 }
 

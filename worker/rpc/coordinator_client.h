@@ -27,6 +27,12 @@ struct WorkerIdentity {
   int pid = 0;
   std::string device;   // "cpu" or "cuda:N"
   int metrics_port = 0; // 0 when disabled
+  std::string launcher;            // "mpirun" | "env"
+  // Rank 0 in env mode: its Gloo store "host:port" and NCCL unique id, relayed to all ranks.
+  std::string rendezvous_address;
+  std::string nccl_unique_id;
+  int restart_count = 0;           // LF_RESTART_COUNT from lorafleet-launch
+  std::string restart_cause;       // LF_RESTART_CAUSE
 };
 
 struct JobAssignment {
@@ -40,6 +46,8 @@ struct JobAssignment {
   std::int64_t max_train_steps = 0;
   int num_epochs = 0;
   std::uint64_t generation = 0;
+  std::string rendezvous_address;  // rank 0's, relayed (env mode)
+  std::string nccl_unique_id;
 };
 
 struct ProgressUpdate {

@@ -23,6 +23,7 @@
 #include "common/io/sha256.h"
 #include "common/text/clip_tokenizer.h"
 #include "common/util/log.h"
+#include "common/util/wall_clock.h"
 #include "worker/app/progress_bar.h"
 #include "worker/app/worker_metrics.h"
 #include "worker/core/lora/lora_network.h"
@@ -255,6 +256,8 @@ bool torch_cuda_available() { return torch::cuda::is_available(); }
 
 int cuda_device_for_rank(int rank) {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (local == nullptr) local = std::getenv("LF_LOCAL_RANK");
+  if (local == nullptr) local = std::getenv("LOCAL_RANK");
   const int local_rank = local ? std::atoi(local) : rank;
   const int count = static_cast<int>(torch::cuda::device_count());
   return count > 0 ? local_rank % count : 0;
@@ -267,6 +270,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const auto& tr = config.training;
   const at::Device device = pick_device(config, rank);
   torch::set_num_threads(std::max(1, config.worker.num_threads));
+  comm.set_timeout(std::chrono::seconds(config.cluster.rendezvous_timeout_seconds));
 
   // Cheap checks on the output folder and the resume point first, before the model loads.
   const fs::path out_dir(config.output.output_dir);
@@ -401,7 +405,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     state.shared_seed = job.shared_seed;
     state.world_size = world_size;
     state.session_id = static_cast<std::int64_t>(mix_seed(job.shared_seed, job.generation, 7) >> 1);
-    state.training_started_at = static_cast<double>(std::time(nullptr));
+    state.training_started_at = static_cast<double>(output_timestamp());
   } else {
     state = apply_resume_point(std::move(*resume_point), job, rank, lora, optimizer, param_names);
   }
@@ -474,6 +478,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const std::int64_t stop_at = options.stop_at_step > 0
                                    ? std::min<std::int64_t>(options.stop_at_step, job.max_train_steps)
                                    : job.max_train_steps;
+  // Setup collectives above waited as long as rendezvous allows (ranks load and cache at their
+  // own pace); from here on every collective is one training step's.
+  comm.set_timeout(std::chrono::seconds(config.cluster.collective_timeout));
   const auto loop_start = Clock::now();
   while (state.global_step < stop_at) {
     if (state.epoch >= job.num_epochs) {
@@ -534,7 +541,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         local_loss_sum += loss_sum.item<double>();
       }
       const auto allreduce_t0 = Clock::now();
-      const double loss = allreduce_gradients(comm, params, local_loss_sum) / n_global;
+      double stop_votes = options.stop_requested && options.stop_requested() ? 1.0 : 0.0;
+      const double loss =
+          allreduce_gradients(comm, params, local_loss_sum, &stop_votes) / n_global;
       const double allreduce_seconds = seconds_since(allreduce_t0);
       if (!std::isfinite(loss)) {
         // Before the first update the LoRA is a no-op (lora_up is zero), so a non-finite loss
@@ -588,14 +597,29 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         state.reg_cursor = plan.reg_cursor_end;
       }
       const bool last = state.global_step >= stop_at;
+      if (stop_votes > 0 && !last) {
+        // Preemption: every rank saw the same vote sum in this step's allreduce.
+        if (rank == 0) {
+          LF_WARN("stopping after global_step " << state.global_step << " (SIGTERM on "
+                                                << stop_votes
+                                                << " rank(s)): committing a checkpoint");
+        }
+        const auto written = checkpoints.write(state, /*final_save=*/false, plan);
+        result.preempted = true;
+        result.checkpoint_dir = written.checkpoint_dir;
+        result.lora_path = written.lora_path;
+        break;
+      }
       if (!last && tr.save_every_n_steps > 0 && state.global_step % tr.save_every_n_steps == 0) {
         checkpoints.write(state, /*final_save=*/false, plan);
       }
     }
+    if (result.preempted) break;
   }
   if (rank == 0) bar.finish();
   result.seconds = seconds_since(loop_start);
   result.global_step = state.global_step;
+  if (result.preempted) return result;
   if (result.steps_run == 0) {
     // Resumed at (or past) the end: the checkpoint and LoRA on disk are already the result.
     if (rank == 0) {

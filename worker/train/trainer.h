@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/config/job_config.h"
@@ -23,6 +24,10 @@ struct TrainerOptions {
   // schedule (max_train_steps, LR) is unchanged, so a later --resume continues exactly.
   std::int64_t stop_at_step = 0;
   int metrics_linger_seconds = 0;  // keep serving /metrics this long after training
+  // Polled once per step (SIGTERM seen, see worker/app/preemption.h). Its vote rides in the
+  // gradient allreduce; once any rank votes, every rank commits a checkpoint after that same
+  // step and returns with TrainResult::preempted. Unset: never.
+  std::function<bool()> stop_requested;
 };
 
 struct TrainResult {
@@ -31,11 +36,13 @@ struct TrainResult {
   std::string checkpoint_dir;   // last checkpoint written
   double seconds = 0.0;         // wall time of the training loop
   std::int64_t steps_run = 0;   // steps run by this process (excludes resumed ones)
+  bool preempted = false;       // stopped early on a stop vote, after committing checkpoint_dir
 };
 
 // True when LibTorch sees a CUDA device.
 bool torch_cuda_available();
-// This rank's CUDA device: OMPI_COMM_WORLD_LOCAL_RANK (else rank) modulo the device count,
+// This rank's CUDA device: OMPI_COMM_WORLD_LOCAL_RANK (else LF_LOCAL_RANK, LOCAL_RANK, else
+// rank) modulo the device count,
 // one GPU per local rank as torchrun's LOCAL_RANK convention.
 int cuda_device_for_rank(int rank);
 

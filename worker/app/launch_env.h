@@ -1,0 +1,35 @@
+// How this worker process was launched, and so where its rank comes from:
+//   mpirun  Open MPI (or another PMIx launcher) started every rank: rank and world size from MPI;
+//           collectives over MPI (CPU) or NCCL bootstrapped over MPI (GPU).
+//   env     no MPI (Kubernetes Indexed Job / JobSet, lorafleet-launch --nproc): rank from
+//           LF_RANK, else JOB_COMPLETION_INDEX (Indexed Job), else RANK (torchrun's name); the
+//           world size from LF_WORLD_SIZE / WORLD_SIZE, else the job's cluster.world_size sent by
+//           the coordinator; collectives over Gloo (CPU) or NCCL (GPU) rendezvoused through the
+//           coordinator.
+#pragma once
+
+#include <string>
+
+namespace lf {
+
+enum class LaunchMode { kMpirun, kEnv };
+
+struct LaunchInfo {
+  LaunchMode mode = LaunchMode::kEnv;
+  int rank = 0;             // env mode; mpirun mode fills it from MPI later
+  int world_size = 0;       // env mode: 0 = take the job's cluster.world_size
+  int local_rank = 0;       // LF_LOCAL_RANK / LOCAL_RANK (GPU index on a multi-GPU host)
+  std::string rank_source;  // the variable the rank came from, for logs
+};
+
+// flag: "auto" (mpirun when OMPI_COMM_WORLD_SIZE or PMIX_RANK is set, else env), "mpirun" or
+// "env". Throws std::invalid_argument naming the flag or variable on a bad value, or when env
+// mode finds no rank variable.
+LaunchInfo resolve_launch(const std::string& flag);
+
+// The local IP address this host uses to reach `host_port` (a UDP connect, no packet sent): the
+// address rank 0 advertises for its rendezvous store when LF_ADVERTISE_ADDRESS is not set.
+// Returns "" when it cannot tell.
+std::string local_address_towards(const std::string& host_port);
+
+}  // namespace lf

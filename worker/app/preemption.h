@@ -1,0 +1,30 @@
+// SIGTERM handling for preemptible nodes and Kubernetes pod eviction. The signal only sets a
+// flag (async-signal-safe); the training loop folds the flag into the step's gradient allreduce,
+// so all ranks see the stop at the same step, commit one checkpoint and exit with
+// kExitPreempted. A watcher thread enforces preempt_grace_seconds: whatever is still running at
+// the deadline (a step longer than the grace, a slow disk) is abandoned with exit 143, and the
+// previous committed checkpoint stands (checkpoints are committed atomically, so a SIGTERM or the
+// deadline during a save never leaves a half-written one).
+#pragma once
+
+#include <chrono>
+
+namespace lf {
+
+// 128 + SIGTERM, what Kubernetes and shells report for a process stopped by SIGTERM.
+inline constexpr int kExitPreempted = 143;
+
+class Preemption {
+ public:
+  // Installs SIGTERM and SIGINT handlers and starts the watcher. grace: seconds from the signal
+  // to the forced exit. Call once, early in main.
+  static void install(std::chrono::seconds grace);
+  // Changes the grace (the job config's cluster.preempt_grace_seconds arrives after startup).
+  static void set_grace(std::chrono::seconds grace);
+  // True once SIGTERM/SIGINT arrived.
+  static bool requested();
+  // Seconds since the signal (0 when none).
+  static double seconds_since_request();
+};
+
+}  // namespace lf

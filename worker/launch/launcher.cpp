@@ -1,0 +1,227 @@
+// lorafleet-launch (see header).
+#include "worker/launch/launcher.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "common/util/log.h"
+
+namespace lf {
+namespace {
+
+constexpr int kExitPreempted = 143;
+constexpr int kExitBadInput = 3;
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+using Clock = std::chrono::steady_clock;
+
+struct Member {
+  pid_t pid = -1;
+  int rank = 0;
+  bool done = false;
+  int status = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+pid_t spawn(const LaunchOptions& o, int rank, int restart_count, const std::string& cause) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child: its own process group, so a terminal's Ctrl-C reaches the launcher only.
+  setpgid(0, 0);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  if (o.nproc > 0) {
+    setenv("LF_RANK", std::to_string(rank).c_str(), 1);
+    setenv("LF_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    setenv("LF_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("LF_LAUNCHER", "env", 1);
+  }
+  setenv("LF_RESTART_COUNT", std::to_string(restart_count).c_str(), 1);
+  setenv("LF_RESTART_CAUSE", cause.c_str(), 1);
+  // Every start continues from the last committed checkpoint, if there is one (an explicit
+  // --resume on the member's command line wins over the variable).
+  setenv("LF_RESUME", "auto", /*overwrite=*/0);
+  std::vector<char*> argv;
+  for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "lorafleet-launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+// Sends `sig` to every running member's process group.
+void signal_all(std::vector<Member>& members, int sig) {
+  for (Member& m : members) {
+    if (!m.done && m.pid > 0) kill(-m.pid, sig);
+  }
+}
+
+// Reaps members without blocking; returns true when every member is done.
+bool reap(std::vector<Member>& members) {
+  bool all = true;
+  for (Member& m : members) {
+    if (m.done) continue;
+    int status = 0;
+    const pid_t r = waitpid(m.pid, &status, WNOHANG);
+    if (r == m.pid) {
+      m.done = true;
+      m.status = status;
+    } else {
+      all = false;
+    }
+  }
+  return all;
+}
+
+// Stops the remaining members: SIGTERM (they may commit a checkpoint), SIGKILL after the grace.
+void stop_group(std::vector<Member>& members, double grace_seconds) {
+  signal_all(members, SIGTERM);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(grace_seconds);
+  while (!reap(members)) {
+    if (Clock::now() >= deadline) {
+      signal_all(members, SIGKILL);
+      while (!reap(members)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+double restart_backoff(const LaunchOptions& o, int k) {
+  return std::min(o.backoff_max_seconds, o.backoff_seconds * std::pow(2.0, std::max(0, k - 1)));
+}
+
+int run_launcher(const LaunchOptions& o) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  set_log_role("launch");
+
+  int failures = 0;  // restarts charged to max_restarts
+  int restarts = 0;  // all restarts
+  std::string cause;
+  while (true) {
+    const int n = std::max(1, o.nproc);
+    std::vector<Member> members(n);
+    for (int r = 0; r < n; ++r) {
+      members[r].rank = r;
+      members[r].pid = spawn(o, r, restarts, cause);
+    }
+    LF_INFO((restarts == 0 ? "started " : "restarted ")
+            << (o.nproc > 0 ? std::to_string(n) + " ranks" : o.command[0])
+            << (restarts == 0 ? "" : " (restart " + std::to_string(restarts) + ")"));
+    // Wait for the first member to end (or a signal).
+    const Member* first_bad = nullptr;
+    while (true) {
+      if (g_signal.load() != 0) break;
+      const bool all = reap(members);
+      for (const Member& m : members) {
+        if (m.done && !(WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0)) {
+          first_bad = &m;
+          break;
+        }
+      }
+      if (first_bad != nullptr || all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (g_signal.load() != 0) {
+      LF_WARN("signal " << g_signal.load()
+                        << ": forwarding SIGTERM to the group and waiting for "
+                           "its checkpoint");
+      stop_group(members, o.stop_grace_seconds);
+      return kExitPreempted;
+    }
+    if (first_bad == nullptr) {
+      LF_INFO("all " << n << " members finished"
+                     << (restarts > 0 ? " after " + std::to_string(restarts) + " restart(s)" : ""));
+      return 0;
+    }
+    const int code = code_of(first_bad->status);
+    cause = (o.nproc > 0 ? "rank " + std::to_string(first_bad->rank) + " " : o.command[0] + " ") +
+            describe_status(first_bad->status);
+    LF_WARN(cause << "; stopping the rest of the group");
+    stop_group(members, o.stop_grace_seconds);
+    if (code == kExitBadInput) {
+      LF_ERROR("bad input (exit " << kExitBadInput << "): restarting cannot help; giving up");
+      return kExitBadInput;
+    }
+    const bool preempted = code == kExitPreempted;
+    if (!preempted) ++failures;
+    if (failures > o.max_restarts) {
+      LF_ERROR("max_restarts (" << o.max_restarts << ") exhausted; last failure: " << cause);
+      return code == 0 ? 1 : code;
+    }
+    ++restarts;
+    const double wait = preempted ? 0.0 : restart_backoff(o, failures);
+    LF_WARN("restart " << restarts << (preempted ? " (preemption, not counted)" : "")
+                       << ": failures " << failures << "/" << o.max_restarts << ", in " << wait
+                       << " s, from the last committed checkpoint");
+    const auto until = Clock::now() + std::chrono::duration<double>(wait);
+    while (Clock::now() < until && g_signal.load() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (g_signal.load() != 0) return kExitPreempted;
+  }
+}
+
+int launcher_main(int argc, char** argv) {
+  CLI::App app{
+      "lorafleet-launch: start a lorafleet group and restart it from the last committed "
+      "checkpoint when a member fails (docs/cluster.md)"};
+  LaunchOptions o;
+  app.add_option("--nproc", o.nproc,
+                 "ranks to start on this host (LF_RANK/LF_WORLD_SIZE, Gloo); 0: run the command "
+                 "once as is, e.g. mpirun")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-restarts", o.max_restarts,
+                 "failures tolerated before giving up (cluster.max_restarts; preemptions do not "
+                 "count)")
+      ->envname("LF_MAX_RESTARTS")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--restart-backoff", o.backoff_seconds,
+                 "seconds before the first restart, doubling (cluster.restart_backoff_seconds)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--restart-backoff-max", o.backoff_max_seconds,
+                 "backoff cap in seconds (cluster.restart_backoff_max_seconds)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stop-grace", o.stop_grace_seconds,
+                 "seconds between SIGTERM and SIGKILL when stopping a group")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("command", o.command, "the member command, after --")->required();
+  app.positionals_at_end();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return run_launcher(o);
+}
+
+}  // namespace lf

@@ -1,0 +1,39 @@
+// lorafleet-launch: the supervisor for runs without a cluster scheduler (torchrun's role). It
+// starts the group, and when any member fails it stops the rest and starts the group again from
+// the last committed checkpoint (the workers get LF_RESUME=auto), up to max_restarts times with
+// exponential backoff. Two forms:
+//   lorafleet-launch --nproc N -- lorafleet-worker ARGS   N local ranks, Kubernetes-native style
+//                                                         (LF_RANK / LF_WORLD_SIZE, Gloo)
+//   lorafleet-launch -- mpirun -np N lorafleet-worker ARGS  restarts the whole mpirun command
+// Exit codes of members: 143 (preempted) restarts without counting against max_restarts;
+// 3 (bad input) stops at once; anything else, or death by a signal, is a failure that restarts.
+// SIGTERM/SIGINT to the launcher are forwarded; it then waits for the members (they commit a
+// checkpoint) and exits 143.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lf {
+
+struct LaunchOptions {
+  int nproc = 0;                      // 0: run `command` once as is (e.g. mpirun); N: N ranks
+  std::vector<std::string> command;   // program and arguments
+  int max_restarts = 3;               // failures tolerated (cluster.max_restarts)
+  double backoff_seconds = 2.0;       // before restart k: backoff * 2^(k-1) ...
+  double backoff_max_seconds = 60.0;  // ... capped at this
+  double stop_grace_seconds = 30.0;   // SIGTERM → SIGKILL for the members of a failed group
+};
+
+// Backoff before restart k (1-based), in seconds.
+double restart_backoff(const LaunchOptions& options, int k);
+
+// Runs the group until it succeeds, fails permanently, or restarts run out. Returns the exit
+// code: 0 success, 143 stopped by a signal, 3 bad input, else the failing member's code (1 when
+// it died by a signal). Logs every start, failure, restart and its cause.
+int run_launcher(const LaunchOptions& options);
+
+// The CLI (thin main: worker/launch_main.cpp).
+int launcher_main(int argc, char** argv);
+
+}  // namespace lf
