@@ -3,9 +3,15 @@
 // counters end in _total) so `promtool check metrics` accepts the exposition.
 #include "coordinator/coordinator_metrics.h"
 
+#include <cstring>
 #include <string>
 
 namespace lf {
+
+const std::vector<std::string> CoordinatorMetrics::kRestartCauses = {
+    "preemption", "worker_failed", "worker_lost", "rank_restarted"};
+const std::vector<std::string> CoordinatorMetrics::kRpcMethods = {
+    "Register", "GetDataset", "GetEpochPlan", "ReportProgress", "CommitCheckpoint", "Finish"};
 
 static metrics::Gauge* gauge(metrics::Registry& r, const std::string& name,
                              const std::string& help) {
@@ -59,6 +65,21 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<metrics::R
                                            "Time a rank's latest step waited for data.");
   worker_last_seen_age_ = gauge_family(r, "lorafleet_rank_last_seen_age_seconds",
                                        "Seconds since the coordinator last heard from a rank.");
+  generation_ = gauge(r, "lorafleet_generation",
+                      "Membership generation of the group now running (0 before the first).");
+  auto& restarts = metrics::BuildCounter()
+                       .Name("lorafleet_restarts_total")
+                       .Help(
+                           "Group restarts (a new generation formed after an earlier one), by "
+                           "the cause that ended the previous generation.")
+                       .Register(r);
+  for (const std::string& cause : kRestartCauses)
+    restarts_.push_back(&restarts.Add({{"cause", cause}}));
+  auto& rpcs = metrics::BuildCounter()
+                   .Name("lorafleet_coordinator_rpcs_total")
+                   .Help("RPCs handled by the coordinator, by method.")
+                   .Register(r);
+  for (const std::string& m : kRpcMethods) rpcs_.push_back(&rpcs.Add({{"method", m}}));
 }
 
 std::string CoordinatorMetrics::serialize() const { return registry_->Serialize(); }
@@ -132,6 +153,39 @@ void CoordinatorMetrics::checkpoint_committed(std::int64_t global_step) {
   std::lock_guard<std::mutex> lock(mutex_);
   checkpoints_committed_->Increment();
   last_committed_step_->Set(static_cast<double>(global_step));
+}
+
+}  // namespace lf
+
+namespace lf {
+
+void CoordinatorMetrics::set_generation(std::uint64_t generation) {
+  generation_->Set(static_cast<double>(generation));
+}
+
+static std::size_t cause_index(const std::string& cause) {
+  const auto& causes = CoordinatorMetrics::kRestartCauses;
+  for (std::size_t i = 0; i < causes.size(); ++i) {
+    if (causes[i] == cause) return i;
+  }
+  return causes.size() - 1;  // "rank_restarted"
+}
+
+void CoordinatorMetrics::add_restarts(const std::string& cause, std::int64_t n) {
+  if (n > 0) restarts_[cause_index(cause)]->Increment(static_cast<double>(n));
+}
+
+double CoordinatorMetrics::restarts(const std::string& cause) const {
+  return restarts_[cause_index(cause)]->Value();
+}
+
+void CoordinatorMetrics::count_rpc(const char* method) {
+  for (std::size_t i = 0; i < kRpcMethods.size(); ++i) {
+    if (std::strcmp(kRpcMethods[i].c_str(), method) == 0) {
+      rpcs_[i]->Increment();
+      return;
+    }
+  }
 }
 
 }  // namespace lf

@@ -40,6 +40,20 @@ class CoordinatorMetrics {
   void add_samples(std::int64_t delta);
   // lorafleet_checkpoints_committed_total += 1 and lorafleet_checkpoint_last_committed_step.
   void checkpoint_committed(std::int64_t global_step);
+  // lorafleet_generation: the membership generation now running (0 before the first).
+  void set_generation(std::uint64_t generation);
+  // lorafleet_restarts_total{cause} += n. cause is one of kRestartCauses; others are counted as
+  // "rank_restarted" so the label set stays bounded.
+  void add_restarts(const std::string& cause, std::int64_t n = 1);
+  double restarts(const std::string& cause) const;
+  // lorafleet_coordinator_rpcs_total{method} += 1; method is an RPC name of the service
+  // (unknown names are ignored). Lock-free: called on every RPC.
+  void count_rpc(const char* method);
+
+  // The restart causes, as labels.
+  static const std::vector<std::string> kRestartCauses;
+  // The service's RPC names, as labels.
+  static const std::vector<std::string> kRpcMethods;
 
   // All methods are thread-safe.
 
@@ -77,6 +91,9 @@ class CoordinatorMetrics {
   metrics::Family<metrics::Gauge>* worker_data_wait_seconds_;
   metrics::Family<metrics::Gauge>* worker_last_seen_age_;
   std::vector<std::unique_ptr<RankSeries>> ranks_;  // index = rank
+  metrics::Gauge* generation_;
+  std::vector<metrics::Counter*> restarts_;  // parallel to kRestartCauses
+  std::vector<metrics::Counter*> rpcs_;      // parallel to kRpcMethods
 };
 
 }  // namespace lf

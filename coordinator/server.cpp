@@ -40,10 +40,19 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
   service_options.world_size = options.world_size > 0 ? options.world_size : config.cluster.world_size;
   if (!options.service_timeouts_overridden) {
     service_options.worker_timeout = std::chrono::seconds(config_.coordinator.worker_timeout_seconds);
+    service_options.rendezvous_timeout =
+        std::chrono::seconds(config_.cluster.rendezvous_timeout_seconds);
+    service_options.max_restarts = config_.cluster.max_restarts;
   }
   job_ = std::make_unique<CoordinatorJob>(config_);
   metrics_ = std::make_unique<CoordinatorMetrics>();
-  service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options);
+  const std::string state_path = options.state_path.value_or(
+      (std::filesystem::path(config_.output.output_dir) / "coordinator" / "state.sqlite").string());
+  if (!state_path.empty()) {
+    store_ = std::make_unique<StateStore>(
+        state_path, StateStore::job_id_for(config_.yaml_text, config_.training.seed));
+  }
+  service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options, store_.get());
 }
 
 CoordinatorServer::~CoordinatorServer() { shutdown(); }

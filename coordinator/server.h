@@ -30,15 +30,20 @@ struct CoordinatorOptions {
   std::optional<int> linger_seconds;
   // Registration barrier, liveness and failure handling (see ServiceOptions).
   ServiceOptions service;
-  // true: keep service.worker_timeout as given (tests) instead of the config's
-  // coordinator.worker_timeout_seconds.
+  // true: keep service.worker_timeout, rendezvous_timeout and max_restarts as given (tests)
+  // instead of the config's coordinator.worker_timeout_seconds,
+  // cluster.rendezvous_timeout_seconds and cluster.max_restarts.
   bool service_timeouts_overridden = false;
+  // The durable job state; unset: <output_dir>/coordinator/state.sqlite, "": none (in memory).
+  std::optional<std::string> state_path;
 };
 
 class CoordinatorServer {
  public:
-  // Scans the dataset and prepares the service; binds nothing yet. Throws DatasetError,
-  // std::invalid_argument (options, schedule) naming the file, key or value.
+  // Scans the dataset, opens the durable state (restoring a killed coordinator's job) and
+  // prepares the service; binds nothing yet. Throws DatasetError, std::invalid_argument
+  // (options, schedule) naming the file, key or value, std::runtime_error naming the state file
+  // when it holds another unfinished job or cannot be used.
   CoordinatorServer(const JobConfig& config, const CoordinatorOptions& options);
   ~CoordinatorServer();  // shutdown()
 
@@ -74,6 +79,7 @@ class CoordinatorServer {
   std::string metrics_address_;
   std::unique_ptr<CoordinatorJob> job_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<StateStore> store_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<metrics::Exposer> exposer_;

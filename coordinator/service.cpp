@@ -1,6 +1,8 @@
-// CoordinatorService: registration barrier with deadlines, generations, per-rank progress and
-// liveness, checkpoint commit counting and job completion. Every handler takes mutex_ for its
-// whole body except plan building, which CoordinatorJob serializes on its own.
+// CoordinatorService: registration barrier with deadlines, generations and restarts, per-rank
+// progress and leases, checkpoint commit counting and job completion, mirrored into the
+// StateStore. Every handler takes mutex_ for its whole body except plan building, which
+// CoordinatorJob serializes on its own. Progress reaches the store only through the ticker's
+// batched write (~1/s), outside mutex_, so a report never waits on an fsync.
 #include "coordinator/service.h"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/data/epoch_plan.h"
 #include "common/util/log.h"
 #include "proto/proto_convert.h"
 
@@ -21,9 +24,14 @@ static std::string seconds_text(std::chrono::milliseconds d) {
   return os.str();
 }
 
+static bool is_restart_cause(const std::string& cause) {
+  const auto& causes = CoordinatorMetrics::kRestartCauses;
+  return std::find(causes.begin(), causes.end(), cause) != causes.end();
+}
+
 CoordinatorService::CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& metrics,
-                                       const ServiceOptions& options)
-    : job_(job), metrics_(metrics), options_(options) {
+                                       const ServiceOptions& options, StateStore* store)
+    : job_(job), metrics_(metrics), options_(options), store_(store) {
   base_dir_ = options_.base_dir.empty() ? std::filesystem::current_path().string()
                                         : std::filesystem::absolute(options_.base_dir).string();
   to_proto(job_.dataset(), &manifest_);
@@ -34,6 +42,7 @@ CoordinatorService::CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& 
     ranks_.assign(world_size_, RankState{});
     metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
   }
+  if (store_ != nullptr && store_->resumed()) restore(store_->load());
   update_membership_metrics(Clock::now());
   ticker_ = std::thread([this] { tick_loop(); });
 }
@@ -48,7 +57,100 @@ CoordinatorService::~CoordinatorService() {
   if (ticker_.joinable()) ticker_.join();
 }
 
+void CoordinatorService::restore(const StoredJob& stored) {
+  const std::string& path = store_->path();
+  if (stored.world_size > 0) {
+    if (world_size_fixed_ && stored.world_size != world_size_) {
+      throw std::runtime_error("coordinator state " + path + ": the job runs with world_size " +
+                               std::to_string(stored.world_size) + ", but --world-size is " +
+                               std::to_string(world_size_));
+    }
+    if (!world_size_fixed_) {
+      const JobSchedule s = job_.set_world_size(stored.world_size);
+      world_size_ = stored.world_size;
+      ranks_.assign(world_size_, RankState{});
+      metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
+    }
+    // Plans are a pure function of (dataset, seed, world_size, epoch): the newest one issued
+    // must come out the same, or the workers would go on training on other data.
+    const StoredPlan* newest = nullptr;
+    for (const StoredPlan& p : stored.plans) {
+      if (p.world_size == world_size_ && (newest == nullptr || p.epoch > newest->epoch))
+        newest = &p;
+      if (p.world_size == world_size_) plans_recorded_.insert(p.epoch);
+    }
+    if (newest != nullptr && epoch_plan_digest(*job_.epoch_plan(newest->epoch)) != newest->digest) {
+      throw std::runtime_error("coordinator state " + path + ": the plan of epoch " +
+                               std::to_string(newest->epoch) +
+                               " differs from the one issued before the restart (has the dataset "
+                               "changed?); remove the file to start the job afresh");
+    }
+  }
+  generation_ = stored.generation;
+  last_committed_step_ = stored.last_committed_step;
+  if (last_committed_step_ >= 0) {
+    committed_steps_.insert(last_committed_step_);
+    metrics_.checkpoint_committed(last_committed_step_);
+  }
+  for (const auto& [cause, n] : stored.restarts) {
+    restarts_[cause] = n;
+    metrics_.add_restarts(cause, n);
+  }
+  metrics_.set_generation(generation_);
+  const Clock::time_point now = Clock::now();
+  if (stored.state == GenerationState::kRunning && world_size_ > 0 &&
+      static_cast<int>(stored.ranks.size()) == world_size_) {
+    if (!assignment_.ParseFromString(stored.assignment)) {
+      throw std::runtime_error("coordinator state " + path +
+                               ": the stored assignment of generation " +
+                               std::to_string(generation_) + " does not parse");
+    }
+    for (const StoredRank& r : stored.ranks) {
+      if (r.rank < 0 || r.rank >= world_size_) continue;
+      RankState& s = ranks_[r.rank];
+      s.registered = true;
+      s.hostname = r.hostname;
+      s.pid = r.pid;
+      s.device = r.device;
+      s.metrics_port = r.metrics_port;
+      s.finished = r.finished;
+      s.ok = r.ok;
+      s.preempted = r.preempted;
+      s.last_seen = now;  // leases restart: the workers had no one to talk to
+      if (auto it = stored.progress.find(r.rank); it != stored.progress.end()) {
+        s.global_step = it->second.global_step;
+        s.samples = it->second.samples;
+      }
+    }
+    for (const auto& [step, by_rank] : stored.pending_checkpoints) {
+      for (const auto& [rank, p] : by_rank) {
+        checkpoint_ranks_[step].insert(rank);
+        if (checkpoint_paths_[step].empty() || rank == 0) checkpoint_paths_[step] = p;
+      }
+    }
+    registration_complete_ = true;
+  } else if (stored.state == GenerationState::kEnded ||
+             (stored.state == GenerationState::kRunning && generation_ > 0)) {
+    end_cause_ = stored.end_cause.empty() ? "rank_restarted" : stored.end_cause;
+    end_detail_ = stored.end_detail.empty() ? "the coordinator restarted" : stored.end_detail;
+    rendezvous_deadline_ = now + options_.rendezvous_timeout;
+  }
+  LF_INFO("restored job state from " << path << ": generation " << generation_ << ", world_size "
+                                     << world_size_ << ", last committed step "
+                                     << last_committed_step_);
+}
+
 // ---- helpers (mutex_ held) ---------------------------------------------------------------
+
+template <class Fn>
+void CoordinatorService::persist(const char* what, Fn&& fn) {
+  if (store_ == nullptr) return;
+  try {
+    fn(*store_);
+  } catch (const std::exception& e) {
+    LF_ERROR("cannot record " << what << ": " << e.what());
+  }
+}
 
 bool CoordinatorService::is_alive(const RankState& s, Clock::time_point now) const {
   return s.registered && !s.finished &&
@@ -58,6 +160,14 @@ bool CoordinatorService::is_alive(const RankState& s, Clock::time_point now) con
 int CoordinatorService::count_registered() const {
   return static_cast<int>(
       std::count_if(ranks_.begin(), ranks_.end(), [](const RankState& s) { return s.registered; }));
+}
+
+std::int64_t CoordinatorService::counted_restarts() const {
+  std::int64_t n = 0;
+  for (const auto& [cause, count] : restarts_) {
+    if (cause != "preemption") n += count;
+  }
+  return n;
 }
 
 grpc::Status CoordinatorService::check_rank(int rank, const char* rpc) const {
@@ -91,18 +201,112 @@ grpc::Status CoordinatorService::check_running_rank(int rank, const char* rpc) c
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorService::check_generation(std::uint64_t generation, int rank,
+                                                  const char* rpc) const {
+  if (generation == 0) return grpc::Status::OK;  // a client that does not send it
+  if (generation > generation_) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            std::string(rpc) + " from rank " + std::to_string(rank) + " carries generation " +
+                std::to_string(generation) + ", but the newest generation is " +
+                std::to_string(generation_)};
+  }
+  if (generation < generation_ || !registration_complete_) {
+    const std::string why = generation < generation_ || count_registered() > 0
+                                ? "generation " + std::to_string(generation) +
+                                      " was superseded by " + std::to_string(generation + 1)
+                                : "generation " + std::to_string(generation) + " ended (" +
+                                      end_detail_ + "); waiting for generation " +
+                                      std::to_string(generation + 1);
+    return {grpc::StatusCode::ABORTED,
+            std::string(rpc) + " from rank " + std::to_string(rank) + ": " + why};
+  }
+  return grpc::Status::OK;
+}
+
 void CoordinatorService::start_new_generation() {
   registration_complete_ = false;
   for (RankState& s : ranks_) s = RankState{};
   checkpoint_ranks_.clear();
   checkpoint_paths_.clear();
-  failure_deadline_.reset();
 }
 
-void CoordinatorService::finish_job(int exit_code, const std::string& why) {
+void CoordinatorService::complete_registration(Clock::time_point now) {
+  registration_complete_ = true;
+  ++generation_;
+  for (RankState& s : ranks_) s.last_seen = now;
+  std::string restart_cause;
+  if (generation_ > 1) {
+    restart_cause = end_cause_;
+    const std::int64_t n = ++restarts_[restart_cause];
+    metrics_.add_restarts(restart_cause);
+    LF_WARN("restart: generation "
+            << generation_ << " formed after generation " << generation_ - 1 << " ended ("
+            << restart_cause << ": " << end_detail_ << "); restarts for " << restart_cause << ": "
+            << n << ", counted against cluster.max_restarts " << counted_restarts() << " of "
+            << options_.max_restarts);
+  }
+  end_cause_.clear();
+  end_detail_.clear();
+  rendezvous_deadline_.reset();
+  checkpoint_ranks_.clear();
+  checkpoint_paths_.clear();
+
+  // >>> issue 5 resume planning: plan_group_resume() is called here, once per generation, with
+  // the ranks registered and before the assignment is fixed (it fills assignment_.resume_point).
+
+  const JobSchedule s = job_.schedule();
+  const JobConfig& c = job_.config();
+  assignment_.Clear();
+  assignment_.set_world_size(world_size_);
+  assignment_.set_job_config_yaml(c.yaml_text);
+  assignment_.set_job_config_name(c.source_name);
+  assignment_.set_base_dir(base_dir_);
+  assignment_.set_dataset_config_toml(c.dataset_config_text);
+  assignment_.set_shared_seed(job_.shared_seed());
+  assignment_.set_max_train_steps(s.max_train_steps);
+  assignment_.set_num_epochs(s.num_epochs);
+  assignment_.set_generation(generation_);
+  // Env-mode rendezvous: rank 0's store address and NCCL id, relayed to every rank.
+  assignment_.set_rendezvous_address(ranks_[0].rendezvous_address);
+  assignment_.set_nccl_unique_id(ranks_[0].nccl_unique_id);
+
+  std::vector<StoredRank> stored;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& rs = ranks_[r];
+    stored.push_back(
+        {static_cast<int>(r), rs.hostname, rs.pid, rs.device, rs.metrics_port, false, true, false});
+  }
+  const std::string blob = assignment_.SerializeAsString();
+  persist("the new generation", [&](StateStore& st) {
+    st.record_generation_formed(generation_, world_size_, blob, stored, restart_cause);
+  });
+  metrics_.set_generation(generation_);
+  LF_INFO("all " << world_size_ << " ranks registered: generation " << generation_
+                 << ", shared seed " << job_.shared_seed());
+  cv_.notify_all();
+}
+
+void CoordinatorService::end_generation(const std::string& cause, const std::string& detail,
+                                        Clock::time_point now) {
+  if (!registration_complete_ || done_) return;
+  end_cause_ = cause;
+  end_detail_ = detail;
+  start_new_generation();
+  rendezvous_deadline_ = now + options_.rendezvous_timeout;
+  LF_WARN("generation " << generation_ << " ended (" << cause << "): " << detail
+                        << "; waiting up to " << seconds_text(options_.rendezvous_timeout)
+                        << " for generation " << generation_ + 1
+                        << " to register (cluster.rendezvous_timeout_seconds)");
+  persist("the end of the generation",
+          [&](StateStore& st) { st.record_generation_ended(generation_, cause, detail); });
+  cv_.notify_all();
+}
+
+void CoordinatorService::finish_job(int exit_code, const std::string& why, bool durable) {
   if (done_) return;
   done_ = true;
   exit_code_ = exit_code;
+  end_reason_ = why;
   if (exit_code == 0) {
     LF_INFO("job done: " << why);
   } else {
@@ -113,6 +317,8 @@ void CoordinatorService::finish_job(int exit_code, const std::string& why) {
       }
     }
   }
+  if (durable)
+    persist("the end of the job", [&](StateStore& st) { st.record_job_done(exit_code, why); });
   cv_.notify_all();
 }
 
@@ -147,22 +353,8 @@ void CoordinatorService::update_progress_metrics() {
 }
 
 void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* response) const {
-  const JobSchedule s = job_.schedule();
-  const JobConfig& c = job_.config();
+  *response = assignment_;
   response->set_rank(rank);
-  response->set_world_size(world_size_);
-  response->set_job_config_yaml(c.yaml_text);
-  response->set_job_config_name(c.source_name);
-  response->set_base_dir(base_dir_);
-  response->set_dataset_config_toml(c.dataset_config_text);
-  response->set_shared_seed(job_.shared_seed());
-  response->set_max_train_steps(s.max_train_steps);
-  response->set_num_epochs(s.num_epochs);
-  response->set_generation(generation_);
-  if (!ranks_.empty()) {  // env-mode rendezvous: rank 0's store address and NCCL id, relayed
-    response->set_rendezvous_address(ranks_[0].rendezvous_address);
-    response->set_nccl_unique_id(ranks_[0].nccl_unique_id);
-  }
 }
 
 // ---- RPCs --------------------------------------------------------------------------------
@@ -170,6 +362,7 @@ void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* 
 grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
                                           const pb::RegisterRequest* request,
                                           pb::RegisterResponse* response) {
+  metrics_.count_rpc("Register");
   const int rank = request->rank();
   std::unique_lock<std::mutex> lock(mutex_);
   // Kubernetes-native workers send 0: the job's world size (cluster.world_size / --world-size).
@@ -204,41 +397,53 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
     }
     world_size_ = requested_ws;
     ranks_.assign(world_size_, RankState{});
+    plans_recorded_.clear();
+    persist("world_size", [&](StateStore& st) { st.set_world_size(world_size_); });
     LF_INFO("world_size " << world_size_ << " (from the registration of rank " << rank << ")");
   } else if (requested_ws != world_size_) {
     return {grpc::StatusCode::FAILED_PRECONDITION,
             "rank " + std::to_string(rank) + " registered with world_size " +
                 std::to_string(requested_ws) + ", but the job's world_size is " +
                 std::to_string(world_size_) +
-                (world_size_fixed_ ? " (--world-size)" : " (from the first registration)")};
+                (world_size_fixed_ ? " (--world-size)"
+                 : generation_ > 0 ? " (of its running generations)"
+                                   : " (from the first registration)")};
   }
 
   Clock::time_point now = Clock::now();
-  RankState& me = ranks_[rank];
-  if (me.registered && is_alive(me, now)) {
+  if (ranks_[rank].registered && ranks_[rank].in_register) {
+    const RankState& other = ranks_[rank];
     return {grpc::StatusCode::ALREADY_EXISTS,
-            "rank " + std::to_string(rank) + " is already registered (host " + me.hostname +
-                ", pid " + std::to_string(me.pid) + ") and alive; is another job using this "
-                "coordinator?"};
+            "rank " + std::to_string(rank) + " is already registering (host " + other.hostname +
+                ", pid " + std::to_string(other.pid) +
+                ") and waits for the other ranks; is "
+                "another job using this coordinator?"};
   }
   if (registration_complete_) {
-    // A restarted job: allowed only once no rank of the running generation is alive.
-    for (std::size_t r = 0; r < ranks_.size(); ++r) {
-      if (is_alive(ranks_[r], now)) {
-        return {grpc::StatusCode::FAILED_PRECONDITION,
-                "rank " + std::to_string(rank) + " cannot join: generation " +
-                    std::to_string(generation_) + " is still running (rank " + std::to_string(r) +
-                    " was seen within " + seconds_text(options_.alive_window) + ")"};
-      }
-    }
-    LF_WARN("rank " << rank << " re-registered and no rank of generation " << generation_
-                    << " is alive: starting registration of generation " << generation_ + 1);
-    start_new_generation();
+    // The rank's previous incarnation is gone (its supervisor restarted it): the group it
+    // belonged to cannot go on without it.
+    const std::string& given = request->restart_cause();
+    const std::string cause = is_restart_cause(given) ? given : "rank_restarted";
+    end_generation(cause,
+                   "rank " + std::to_string(rank) + " re-registered" +
+                       (given.empty() ? std::string() : " (restart cause: " + given + ")"),
+                   now);
+  }
+  if (generation_ > 0 && end_cause_ != "preemption" &&
+      counted_restarts() + 1 > options_.max_restarts) {
+    const std::string msg = "cluster.max_restarts (" + std::to_string(options_.max_restarts) +
+                            ") exhausted: generation " + std::to_string(generation_) + " ended (" +
+                            end_cause_ + ": " + end_detail_ + ") after " +
+                            std::to_string(counted_restarts()) + " restarts";
+    finish_job(1, msg);
+    return {grpc::StatusCode::FAILED_PRECONDITION, msg};
   }
 
+  RankState& me = ranks_[rank];
   me = RankState{};
   me.registered = true;
   me.in_register = true;
+  me.registration_id = next_registration_id_++;
   me.hostname = request->hostname();
   me.device = request->device();
   me.pid = request->pid();
@@ -246,17 +451,12 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   me.rendezvous_address = request->rendezvous_address();
   me.nccl_unique_id = request->nccl_unique_id();
   me.last_seen = now;
+  const std::uint64_t my_id = me.registration_id;
   const int registered = count_registered();
-  LF_INFO("rank " << rank << " registered: host " << me.hostname << " pid " << me.pid
-                  << " device " << me.device << " (" << registered << "/" << world_size_ << ")");
-  if (registered == world_size_) {
-    registration_complete_ = true;
-    ++generation_;
-    for (RankState& s : ranks_) s.last_seen = now;
-    LF_INFO("all " << world_size_ << " ranks registered: generation " << generation_
-                   << ", shared seed " << job_.shared_seed());
-    cv_.notify_all();
-  }
+  LF_INFO("rank " << rank << " registered: host " << me.hostname << " pid " << me.pid << " device "
+                  << me.device << " (" << registered << "/" << world_size_ << " of generation "
+                  << generation_ + 1 << ")");
+  if (registered == world_size_) complete_registration(now);
   update_membership_metrics(now);
 
   // Wait for the others: until the client's deadline or registration_timeout, whichever first.
@@ -267,18 +467,27 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
                         std::chrono::duration_cast<std::chrono::milliseconds>(client_left));
   }
   const Clock::time_point deadline = now + wait_for;
-  while (!registration_complete_ && !shutting_down_ && !done_) {
+  auto mine = [&] { return ranks_[rank].registration_id == my_id; };
+  while (!registration_complete_ && !shutting_down_ && !done_ && mine()) {
     if (context->IsCancelled()) break;
     now = Clock::now();
     if (now >= deadline) break;
     // Short slices so a client that went away is noticed.
     cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
   }
-  if (registration_complete_ && ranks_[rank].registered) {
+  if (registration_complete_ && mine()) {
     ranks_[rank].in_register = false;
     ranks_[rank].last_seen = Clock::now();
     fill_register_response(rank, response);
     return grpc::Status::OK;
+  }
+  if (!mine()) {
+    // The generation this call was forming ended or failed meanwhile (e.g. another restart).
+    if (shutting_down_) return {grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"};
+    if (done_) return {grpc::StatusCode::FAILED_PRECONDITION, "the job has ended"};
+    return {grpc::StatusCode::ABORTED, "Register of rank " + std::to_string(rank) +
+                                           ": generation " + std::to_string(generation_) +
+                                           " ended while it formed; register again"};
   }
 
   // Not complete: withdraw this rank so a retry can register again.
@@ -289,15 +498,18 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   const int others = count_registered() - 1;
   const int ws = world_size_;
   ranks_[rank] = RankState{};
-  if (others == 0 && !world_size_fixed_) {
+  if (others == 0 && !world_size_fixed_ && generation_ == 0) {
     world_size_ = 0;
     ranks_.clear();
     job_.clear_world_size();
     metrics_.set_job(0, 0, 0);
+    persist("world_size", [&](StateStore& st) { st.set_world_size(0); });
   }
   update_membership_metrics(Clock::now());
-  if (shutting_down_ || done_) {
-    return {grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"};
+  if (shutting_down_) return {grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"};
+  if (done_) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "Register from rank " + std::to_string(rank) + ": the job has ended"};
   }
   if (context->IsCancelled()) {
     LF_WARN("rank " << rank << " gave up waiting for registration (client cancelled)");
@@ -313,6 +525,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
 
 grpc::Status CoordinatorService::GetDataset(grpc::ServerContext*, const pb::GetDatasetRequest*,
                                             pb::DatasetManifest* response) {
+  metrics_.count_rpc("GetDataset");
   // The manifest does not depend on world_size; it is served at any time.
   *response = manifest_;
   return grpc::Status::OK;
@@ -321,7 +534,9 @@ grpc::Status CoordinatorService::GetDataset(grpc::ServerContext*, const pb::GetD
 grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext*,
                                               const pb::GetEpochPlanRequest* request,
                                               pb::EpochPlan* response) {
+  metrics_.count_rpc("GetEpochPlan");
   const int epoch = request->epoch();
+  int world_size = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!registration_complete_) {
@@ -330,6 +545,7 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext*,
                   std::to_string(count_registered()) + " of " +
                   (world_size_ > 0 ? std::to_string(world_size_) : std::string("?")) + ")"};
     }
+    world_size = world_size_;
   }
   std::shared_ptr<const EpochPlan> plan;
   try {
@@ -340,14 +556,31 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext*,
     return {grpc::StatusCode::INTERNAL, std::string("GetEpochPlan: ") + e.what()};
   }
   to_proto(*plan, response);
+  {
+    // Once per epoch (every rank asks): a restarted coordinator checks its plans against these.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (world_size == world_size_ && plans_recorded_.insert(epoch).second) {
+      const std::string digest = epoch_plan_digest(*plan);
+      persist("the epoch plan", [&](StateStore& st) { st.record_plan(epoch, world_size, digest); });
+    }
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext*,
                                                 const pb::ProgressReport* request,
                                                 pb::ProgressAck* response) {
+  metrics_.count_rpc("ReportProgress");
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = request->rank();
+  // A report without a generation (an older client) belongs to the newest one.
+  const std::uint64_t g = request->generation() != 0 ? request->generation() : generation_;
+  if (grpc::Status st = check_generation(g, rank, "ReportProgress"); !st.ok()) {
+    // Answered, not refused: the heartbeat of a superseded group learns it must stop.
+    response->set_stop(true);
+    response->set_stop_reason(st.error_message());
+    return grpc::Status::OK;
+  }
   if (grpc::Status st = check_running_rank(rank, "ReportProgress"); !st.ok()) return st;
   RankState& s = ranks_[rank];
   const Clock::time_point now = Clock::now();
@@ -360,22 +593,32 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext*,
   s.learning_rate = request->learning_rate();
   s.samples = std::max(s.samples, request->samples());
   s.samples_per_second = request->samples_per_second();
+  progress_dirty_ = true;
   metrics_.set_rank_progress(rank, s.global_step, s.samples_per_second,
                              request->timings().step_seconds(),
                              request->timings().allreduce_seconds(),
                              request->timings().data_wait_seconds());
   update_progress_metrics();
   update_membership_metrics(now);
-  response->set_stop(done_ || shutting_down_ || failure_deadline_.has_value());
+  if (done_ || shutting_down_) {
+    response->set_stop(true);
+    response->set_stop_reason(done_ && !shutting_down_ ? "the job has ended"
+                                                       : "the coordinator is shutting down");
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext*,
                                                   const pb::CheckpointReport* request,
                                                   pb::CheckpointAck* response) {
+  metrics_.count_rpc("CommitCheckpoint");
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = request->rank();
   const std::int64_t step = request->global_step();
+  if (grpc::Status st = check_generation(request->generation(), rank, "CommitCheckpoint");
+      !st.ok()) {
+    return st;
+  }
   if (grpc::Status st = check_running_rank(rank, "CommitCheckpoint"); !st.ok()) return st;
   if (step < 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
@@ -394,8 +637,21 @@ grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext*,
   LF_DEBUG("checkpoint step " << step << ": rank " << rank << " durable (" << reported.size()
                               << "/" << world_size_ << ")");
   if (static_cast<int>(reported.size()) < world_size_) {
+    persist("a checkpoint report",
+            [&](StateStore& st) { st.record_checkpoint_report(step, rank, request->path()); });
     response->set_committed(false);
     return grpc::Status::OK;
+  }
+  // Durable before acknowledged: workers prune older checkpoints once a commit is reported.
+  if (store_ != nullptr) {
+    try {
+      store_->record_commit(step, path);
+    } catch (const std::exception& e) {
+      reported.erase(rank);
+      LF_ERROR("cannot record the commit of checkpoint step " << step << ": " << e.what());
+      return {grpc::StatusCode::UNAVAILABLE,
+              std::string("cannot record the checkpoint commit: ") + e.what()};
+    }
   }
   LF_INFO("checkpoint step " << step << " committed: " << path);
   committed_steps_.insert(step);
@@ -410,8 +666,20 @@ grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext*,
 
 grpc::Status CoordinatorService::Finish(grpc::ServerContext*, const pb::FinishRequest* request,
                                         pb::FinishAck*) {
+  metrics_.count_rpc("Finish");
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = request->rank();
+  const std::uint64_t g = request->generation();
+  if (g != 0 && g == generation_ && !registration_complete_ && !done_) {
+    // The rest of a generation that already ended (its other ranks stopping): nothing changes.
+    LF_INFO("rank " << rank << " of ended generation " << g << " finished ("
+                    << (request->preempted() ? "preempted"
+                        : request->ok()      ? "ok"
+                                             : "failed")
+                    << ")");
+    return grpc::Status::OK;
+  }
+  if (grpc::Status st = check_generation(g, rank, "Finish"); !st.ok()) return st;
   if (grpc::Status st = check_running_rank(rank, "Finish"); !st.ok()) return st;
   RankState& s = ranks_[rank];
   const Clock::time_point now = Clock::now();
@@ -419,32 +687,38 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext*, const pb::FinishRe
   if (s.finished) return grpc::Status::OK;  // a retried Finish
   s.finished = true;
   s.ok = request->ok();
+  s.preempted = request->preempted();
   s.error = request->error();
   s.global_step = std::max(s.global_step, request->global_step());
-  if (s.ok) {
-    LF_INFO("rank " << rank << " finished at global_step " << request->global_step());
-  } else {
+  persist("a rank's finish",
+          [&](StateStore& st) { st.record_rank_finished(rank, s.ok, s.preempted); });
+  update_progress_metrics();
+  if (!s.ok) {
     // A failing worker may not know its step (it reports 0): use the last one it reported.
     LF_ERROR("rank " << rank << " (" << s.hostname << ") failed at global_step "
                      << s.global_step << ": " << s.error);
-    if (!failure_deadline_) {
-      failure_deadline_ = now + options_.failure_grace;
-      LF_WARN("asking the other ranks to stop; the job ends when they finish or in "
-              << seconds_text(options_.failure_grace));
+    end_generation("worker_failed",
+                   "rank " + std::to_string(rank) + " (host " + s.hostname +
+                       ") failed at "
+                       "global_step " +
+                       std::to_string(s.global_step) + ": " + s.error,
+                   now);
+  } else if (s.preempted) {
+    LF_WARN("rank " << rank << " was preempted at global_step " << s.global_step);
+    end_generation("preemption",
+                   "rank " + std::to_string(rank) + " was preempted at global_step " +
+                       std::to_string(s.global_step),
+                   now);
+  } else {
+    LF_INFO("rank " << rank << " finished at global_step " << request->global_step());
+    const bool all =
+        std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return r.finished; });
+    if (all) {
+      finish_job(0, "all " + std::to_string(world_size_) + " ranks of generation " +
+                        std::to_string(generation_) + " finished");
     }
   }
-  update_progress_metrics();
   update_membership_metrics(now);
-  int finished = 0;
-  bool all_ok = true;
-  for (const RankState& r : ranks_) {
-    if (r.finished) ++finished;
-    if (r.finished && !r.ok) all_ok = false;
-  }
-  if (finished == world_size_) {
-    finish_job(all_ok ? 0 : 1, "all " + std::to_string(world_size_) + " ranks finished" +
-                                   (all_ok ? "" : ", some with errors"));
-  }
   return grpc::Status::OK;
 }
 
@@ -469,7 +743,7 @@ void CoordinatorService::shutdown() {
     done_ = true;  // nothing ran: no failure to report
     exit_code_ = 1;
   }
-  if (!done_) finish_job(1, "stopped before all ranks finished");
+  if (!done_) finish_job(1, "stopped before all ranks finished", /*durable=*/false);
   cv_.notify_all();
 }
 
@@ -488,6 +762,22 @@ int CoordinatorService::registered_count() const {
   return count_registered();
 }
 
+std::string CoordinatorService::end_reason() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return end_reason_;
+}
+
+bool CoordinatorService::generation_running() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return registration_complete_;
+}
+
+std::int64_t CoordinatorService::restarts(const std::string& cause) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = restarts_.find(cause);
+  return it == restarts_.end() ? 0 : it->second;
+}
+
 void CoordinatorService::tick_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_ticker_) {
@@ -501,11 +791,13 @@ void CoordinatorService::tick_loop() {
         RankState& s = ranks_[r];
         if (!s.registered || s.finished) continue;
         if (now - s.last_seen >= options_.worker_timeout) {
-          finish_job(1, "rank " + std::to_string(r) + " (host " + s.hostname + ", pid " +
-                            std::to_string(s.pid) + ") silent for " +
-                            seconds_text(options_.worker_timeout) + " (last global_step " +
-                            std::to_string(s.global_step) +
-                            "): presumed dead (coordinator.worker_timeout_seconds)");
+          end_generation("worker_lost",
+                         "rank " + std::to_string(r) + " (host " + s.hostname + ", pid " +
+                             std::to_string(s.pid) + ") silent for " +
+                             seconds_text(options_.worker_timeout) + " (last global_step " +
+                             std::to_string(s.global_step) +
+                             "): presumed lost (coordinator.worker_timeout_seconds)",
+                         now);
           break;
         }
         if (s.stall_warned) continue;
@@ -516,14 +808,33 @@ void CoordinatorService::tick_loop() {
                           << " (last global_step " << s.global_step << ")");
         }
       }
-    }
-    if (failure_deadline_ && now >= *failure_deadline_) {
-      std::string running;
+    } else if (rendezvous_deadline_ && now >= *rendezvous_deadline_) {
+      std::string missing;
       for (std::size_t r = 0; r < ranks_.size(); ++r) {
-        if (!ranks_[r].finished) running += (running.empty() ? "" : ", ") + std::to_string(r);
+        if (!ranks_[r].registered) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
-      finish_job(1, "a rank failed and ranks " + running + " did not finish within " +
-                        seconds_text(options_.failure_grace));
+      finish_job(1, "generation " + std::to_string(generation_ + 1) + " did not form within " +
+                        seconds_text(options_.rendezvous_timeout) +
+                        " (cluster.rendezvous_timeout_seconds): missing ranks " + missing +
+                        " (generation " + std::to_string(generation_) + " ended: " + end_detail_ +
+                        ")");
+      continue;
+    }
+    if (progress_dirty_ && store_ != nullptr && registration_complete_) {
+      // One batched write a tick, outside mutex_ so no RPC waits on the fsync.
+      std::map<int, StoredProgress> batch;
+      for (std::size_t r = 0; r < ranks_.size(); ++r) {
+        if (ranks_[r].registered)
+          batch[static_cast<int>(r)] = {ranks_[r].global_step, ranks_[r].samples};
+      }
+      progress_dirty_ = false;
+      lock.unlock();
+      try {
+        store_->record_progress(batch);
+      } catch (const std::exception& e) {
+        LF_ERROR("cannot record progress: " << e.what());
+      }
+      lock.lock();
     }
   }
 }

@@ -2,6 +2,14 @@
 // job's membership (registration barrier, generations), progress and liveness per rank,
 // checkpoint commits and the end of the job. Handlers run on gRPC's thread pool; all state is
 // guarded by one mutex, and blocking happens only in Register and wait_until_done*.
+//
+// Generations: registering -> running (complete_registration) -> ended (a rank failed, went
+// silent, was preempted or re-registered) -> registering the next one, within
+// rendezvous_timeout. RPCs that carry an older generation (or the ended one) are refused with
+// ABORTED; progress reports get stop=true instead. A new generation after an earlier one counts
+// a restart of the cause that ended it; more than max_restarts (preemptions excepted) fail the
+// job. The job is done when every rank of a generation finished ok. With a StateStore, every
+// such transition is durable and a restarted coordinator continues where it stopped.
 #pragma once
 
 #include <chrono>
@@ -17,6 +25,7 @@
 
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/job.h"
+#include "coordinator/state_store.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 
 namespace lf {
@@ -31,12 +40,15 @@ struct ServiceOptions {
   std::chrono::milliseconds alive_window = std::chrono::seconds(30);
   // A rank silent for this long is reported (WARN, once per silence) by the stall inspector.
   std::chrono::milliseconds stall_warning = std::chrono::seconds(60);
-  // A registered, unfinished rank silent for this long is presumed dead: the job ends with
-  // exit code 1 (workers heartbeat every 5 s, so only a dead or wedged rank is this quiet).
+  // A registered, unfinished rank silent for this long (its lease) is presumed lost: the
+  // generation ends (workers heartbeat every 5 s, so only a dead or wedged rank is this quiet).
   std::chrono::milliseconds worker_timeout = std::chrono::seconds(120);
-  // After a rank reports failure, the job ends when all ranks have finished or after this long,
-  // whichever is first (the other ranks usually die with it and never call Finish).
-  std::chrono::milliseconds failure_grace = std::chrono::seconds(30);
+  // After a generation ended, the next one must complete registration within this long, or the
+  // job fails naming the missing ranks (cluster.rendezvous_timeout_seconds).
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::seconds(300);
+  // Restarts (new generations after an earlier one) other than preemptions allowed before the
+  // job fails (cluster.max_restarts).
+  int max_restarts = 3;
   // Period of the background refresh of time-based metrics and checks.
   std::chrono::milliseconds tick = std::chrono::seconds(1);
   // Sent to workers as base_dir; empty means the coordinator's current directory (absolute).
@@ -47,9 +59,14 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
  public:
   // Builds the dataset manifest once. With options.world_size > 0 it also computes the
   // schedule (throws std::invalid_argument as CoordinatorJob::set_world_size). Starts the
-  // background ticker thread. `job` and `metrics` must outlive the service.
+  // background ticker thread. `job`, `metrics` and `store` must outlive the service. With a
+  // store that holds this job's state (store->resumed()), the service restores it: world_size
+  // and schedule, the running generation (its ranks registered, leases restarted now), last
+  // committed checkpoint and restart counters; throws std::runtime_error naming the store's
+  // path when the stored state does not fit the job (world_size, epoch plans). store may be
+  // null: nothing is persisted.
   CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& metrics,
-                     const ServiceOptions& options);
+                     const ServiceOptions& options, StateStore* store = nullptr);
   ~CoordinatorService() override;
 
   grpc::Status Register(grpc::ServerContext* context,
@@ -70,20 +87,28 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   grpc::Status Finish(grpc::ServerContext* context, const lorafleet::v1::FinishRequest* request,
                       lorafleet::v1::FinishAck* response) override;
 
-  // Blocks until the job is done (all ranks finished, or a failure's grace period ran out, or
-  // shutdown()); returns the exit code: 0 when every rank finished ok, else 1. Thread-safe.
+  // Blocks until the job is done (all ranks of a generation finished ok, or the job failed:
+  // rendezvous timeout, max_restarts exhausted; or shutdown()); returns the exit code: 0 when
+  // every rank finished ok, else 1. Thread-safe.
   int wait_until_done();
   // As wait_until_done, but gives up after `timeout` and returns std::nullopt.
   std::optional<int> wait_until_done_for(std::chrono::milliseconds timeout);
   // Ends the job from outside (signal): blocked Register calls return UNAVAILABLE, waiters wake
   // with exit code 1 unless the job had already finished (logged as a failure once any rank
-  // had registered). Idempotent, thread-safe.
+  // had registered). The stored state is left resumable: a coordinator restarted on it
+  // continues the job. Idempotent, thread-safe.
   void shutdown();
 
   // Introspection for logs and tests (thread-safe snapshots).
   std::int64_t last_committed_step() const;
   std::uint64_t generation() const;
   int registered_count() const;
+  // Whether the newest generation is formed and running (not registering, not ended).
+  bool generation_running() const;
+  // Why the job ended ("" while it runs).
+  std::string end_reason() const;
+  // Restarts counted for `cause` (a CoordinatorMetrics::kRestartCauses label).
+  std::int64_t restarts(const std::string& cause) const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -92,6 +117,8 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
     bool registered = false;
     bool finished = false;
     bool ok = true;
+    bool preempted = false;
+    std::uint64_t registration_id = 0;  // which Register call holds this slot
     std::string error;
     std::string hostname;
     std::string device;
@@ -113,10 +140,24 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // All helpers below require mutex_ held.
   grpc::Status check_rank(int rank, const char* rpc) const;
   grpc::Status check_running_rank(int rank, const char* rpc) const;
+  // OK when `generation` is 0 (not sent) or the running one; else ABORTED naming it.
+  grpc::Status check_generation(std::uint64_t generation, int rank, const char* rpc) const;
+  // The barrier completed: the generation is formed (restart counted, assignment fixed and
+  // stored, leases started).
+  void complete_registration(Clock::time_point now);
+  // Ends the running generation (no-op otherwise): its ranks are dropped, RPCs carrying it are
+  // refused, and the next generation must register within rendezvous_timeout.
+  void end_generation(const std::string& cause, const std::string& detail, Clock::time_point now);
+  void restore(const StoredJob& stored);
+  // Runs a StateStore write; a failure is logged (the job goes on without durability for it).
+  template <class Fn>
+  void persist(const char* what, Fn&& fn);
+  std::int64_t counted_restarts() const;  // all causes but preemption
   bool is_alive(const RankState& s, Clock::time_point now) const;
   int count_registered() const;
   void start_new_generation();
-  void finish_job(int exit_code, const std::string& why);
+  // Ends the job. durable=false (shutdown by signal) leaves the stored job resumable.
+  void finish_job(int exit_code, const std::string& why, bool durable = true);
   void update_membership_metrics(Clock::time_point now);
   void update_progress_metrics();
   void fill_register_response(int rank, lorafleet::v1::RegisterResponse* response) const;
@@ -127,24 +168,35 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   ServiceOptions options_;
   std::string base_dir_;
   lorafleet::v1::DatasetManifest manifest_;  // immutable after construction
+  StateStore* store_ = nullptr;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;        // registration progress and job end
   int world_size_ = 0;                // 0 until known
   bool world_size_fixed_ = false;     // from options: never cleared
   bool registration_complete_ = false;
-  std::uint64_t generation_ = 0;      // 1 for the first complete registration
+  std::uint64_t generation_ = 0;  // newest formed generation: 1 for the first
+  // The RegisterResponse of generation_ without the rank (set in complete_registration).
+  lorafleet::v1::RegisterResponse assignment_;
   std::vector<RankState> ranks_;      // size world_size_
+  std::uint64_t next_registration_id_ = 1;
+  // Set while generation_ > 0 has ended and the next one registers.
+  std::string end_cause_;  // restart cause label the next generation counts
+  std::string end_detail_;
+  std::optional<Clock::time_point> rendezvous_deadline_;
+  std::map<std::string, std::int64_t> restarts_;  // cause label -> count
+  std::set<int> plans_recorded_;  // epochs whose plan digest is stored (this world_size)
+  bool progress_dirty_ = false;   // ranks_ progress changed since the last batch write
   // Pending checkpoint commits of this generation: step -> reporting ranks, and paths.
   std::map<std::int64_t, std::set<int>> checkpoint_ranks_;
   std::map<std::int64_t, std::string> checkpoint_paths_;
   std::set<std::int64_t> committed_steps_;
   std::int64_t last_committed_step_ = -1;
-  std::optional<Clock::time_point> failure_deadline_;
   bool done_ = false;
   bool shutting_down_ = false;
   bool stop_ticker_ = false;
   int exit_code_ = 0;
+  std::string end_reason_;
   std::thread ticker_;
 };
 

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,9 +26,10 @@
 #include "common/config/job_config.h"
 #include "common/data/epoch_plan.h"
 #include "coordinator/job.h"
-#include "proto/proto_convert.h"
 #include "coordinator/server.h"
+#include "coordinator/state_store.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
+#include "proto/proto_convert.h"
 
 namespace fs = std::filesystem;
 namespace pb = lorafleet::v1;
@@ -104,12 +106,23 @@ class CoordinatorTest : public ::testing::Test {
   static JobConfig config(const std::string& training_extra = "") {
     return parse_job_config(yaml(training_extra), "test.yaml");
   }
+  // Short timeouts; the durable state goes to a file of this test's own, so tests sharing the
+  // config's output_dir do not see each other's jobs.
   static CoordinatorOptions fast_options() {
     CoordinatorOptions o;
     o.service.registration_timeout = std::chrono::seconds(20);
     o.service.tick = std::chrono::milliseconds(50);
-    o.service.failure_grace = std::chrono::seconds(20);
+    o.service.rendezvous_timeout = std::chrono::seconds(1);
+    o.service.max_restarts = 3;
+    o.service_timeouts_overridden = true;
+    o.state_path = state_path();
     return o;
+  }
+  static std::string state_path() {
+    return (*root_ / "state" /
+            (std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+             ".sqlite"))
+        .string();
   }
 
   static fs::path* root_;
@@ -140,12 +153,15 @@ grpc::Status do_register(pb::Coordinator::Stub& stub, int rank, int world_size,
 
 // Sends Finish for `rank`; returns the RPC status.
 grpc::Status do_finish(pb::Coordinator::Stub& stub, int rank, int64_t global_step, bool ok,
-                       const std::string& error = "") {
+                       const std::string& error = "", std::uint64_t generation = 0,
+                       bool preempted = false) {
   pb::FinishRequest req;
   req.set_rank(rank);
   req.set_global_step(global_step);
   req.set_ok(ok);
   req.set_error(error);
+  req.set_generation(generation);
+  req.set_preempted(preempted);
   pb::FinishAck ack;
   grpc::ClientContext ctx;
   set_deadline(&ctx, 10);
@@ -403,11 +419,6 @@ TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
     EXPECT_NE(s.error_message().find("world_size 3"), std::string::npos) << s.error_message();
     EXPECT_NE(s.error_message().find("world_size is 2"), std::string::npos) << s.error_message();
   }
-  // The same rank again while alive is refused.
-  {
-    pb::RegisterResponse r;
-    EXPECT_EQ(do_register(*stub, 0, 2, &r).error_code(), grpc::StatusCode::ALREADY_EXISTS);
-  }
 
   // Dataset manifest.
   {
@@ -564,7 +575,8 @@ TEST_F(CoordinatorTest, FailedRankMakesExitCodeOneAndAsksOthersToStop) {
   ASSERT_TRUE(do_register(*stub, 0, 2, &r0).ok());
   other.join();
 
-  ASSERT_TRUE(do_finish(*stub, 1, 3, false, "CUDA out of memory").ok());
+  ASSERT_TRUE(do_finish(*stub, 1, 3, false, "CUDA out of memory", 1).ok());
+  EXPECT_FALSE(server.service().generation_running());
   {
     pb::ProgressReport rep;
     rep.set_rank(0);
@@ -574,12 +586,17 @@ TEST_F(CoordinatorTest, FailedRankMakesExitCodeOneAndAsksOthersToStop) {
     set_deadline(&ctx, 10);
     ASSERT_TRUE(stub->ReportProgress(&ctx, rep, &ack).ok());
     EXPECT_TRUE(ack.stop());
+    EXPECT_NE(ack.stop_reason().find("generation 1 ended"), std::string::npos) << ack.stop_reason();
   }
+  // The failure ends the generation, not the job: the rest of it may still finish.
   EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
-  ASSERT_TRUE(do_finish(*stub, 0, 4, true).ok());
+  ASSERT_TRUE(do_finish(*stub, 0, 4, true, "", 1).ok());
+  // No generation 2 registers within the rendezvous timeout (1 s): the job fails.
   const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 1);
+  EXPECT_NE(server.service().end_reason().find("missing ranks 0, 1"), std::string::npos)
+      << server.service().end_reason();
 }
 
 TEST_F(CoordinatorTest, RegistrationTimesOutAndWithdrawsTheRank) {
@@ -727,6 +744,353 @@ TEST_F(CoordinatorTest, RunCoordinatorEndsWhenTheOnlyRankFinishes) {
   text << in.rdbuf();
   EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_global_step"), 10.0);
   EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_workers_finished"), 1.0);
+}
+
+// ---- generations, restarts and durable state -----------------------------------------------
+
+grpc::Status do_progress(pb::Coordinator::Stub& stub, int rank, std::uint64_t generation,
+                         std::int64_t step, pb::ProgressAck* ack) {
+  pb::ProgressReport rep;
+  rep.set_rank(rank);
+  rep.set_generation(generation);
+  rep.set_global_step(step);
+  rep.set_samples(2 * step);
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 10);
+  return stub.ReportProgress(&ctx, rep, ack);
+}
+
+grpc::Status do_commit(pb::Coordinator::Stub& stub, int rank, std::uint64_t generation,
+                       std::int64_t step, bool* committed = nullptr) {
+  pb::CheckpointReport rep;
+  rep.set_rank(rank);
+  rep.set_generation(generation);
+  rep.set_global_step(step);
+  rep.set_path("/out/checkpoints/step-" + std::to_string(step));
+  pb::CheckpointAck ack;
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 10);
+  const grpc::Status st = stub.CommitCheckpoint(&ctx, rep, &ack);
+  if (committed != nullptr) *committed = ack.committed();
+  return st;
+}
+
+grpc::Status register_with_cause(const std::string& address, int rank, int world_size,
+                                 const std::string& cause, pb::RegisterResponse* out) {
+  auto stub = stub_for(address);
+  pb::RegisterRequest req;
+  req.set_rank(rank);
+  req.set_world_size(world_size);
+  req.set_hostname("testhost");
+  req.set_pid(2000 + rank);
+  req.set_restart_cause(cause);
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 20);
+  return stub->Register(&ctx, req, out);
+}
+
+// Registers ranks 0..world_size-1 concurrently (each with restart `cause`); all must succeed.
+void form_generation(const std::string& address, int world_size, const std::string& cause = "",
+                     std::uint64_t expected_generation = 0) {
+  std::vector<pb::RegisterResponse> resp(world_size);
+  std::vector<grpc::Status> st(world_size);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world_size; ++r) {
+    ranks.emplace_back(
+        [&, r] { st[r] = register_with_cause(address, r, world_size, cause, &resp[r]); });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world_size; ++r) {
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].error_message();
+    if (expected_generation > 0) {
+      EXPECT_EQ(resp[r].generation(), expected_generation);
+    }
+  }
+}
+
+// Value of `name{label="value"}` in Prometheus text; NaN when absent.
+double labelled_value(const std::string& text, const std::string& name, const std::string& label,
+                      const std::string& value) {
+  return metric_value(text, name + "{" + label + "=\"" + value + "\"}");
+}
+
+void wait_until(const std::function<bool()>& cond) {
+  for (int i = 0; i < 500 && !cond(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(cond());
+}
+
+TEST_F(CoordinatorTest, ReRegisterStartsTheNextGenerationAndStopsTheOldOne) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  auto stub = stub_for(address);
+  form_generation(address, 2, "", 1);
+  ASSERT_EQ(server.service().generation(), 1u);
+
+  // Rank 1's supervisor restarted it: its Register ends generation 1 and waits for rank 0.
+  grpc::Status rank1_status;
+  pb::RegisterResponse rank1_resp;
+  std::thread rank1([&] { rank1_status = register_with_cause(address, 1, 2, "", &rank1_resp); });
+  wait_until([&] {
+    return !server.service().generation_running() && server.service().registered_count() == 1;
+  });
+  // The old rank 0 (generation 1) is told to stop, and its commits are refused.
+  pb::ProgressAck ack;
+  ASSERT_TRUE(do_progress(*stub, 0, 1, 3, &ack).ok());
+  EXPECT_TRUE(ack.stop());
+  EXPECT_NE(ack.stop_reason().find("generation 1 was superseded by 2"), std::string::npos)
+      << ack.stop_reason();
+  const grpc::Status commit = do_commit(*stub, 0, 1, 4);
+  EXPECT_EQ(commit.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_NE(commit.error_message().find("generation 1 was superseded by 2"), std::string::npos)
+      << commit.error_message();
+  // A second Register of rank 1 while the first waits in the barrier is a conflict.
+  {
+    pb::RegisterResponse r;
+    EXPECT_EQ(register_with_cause(address, 1, 2, "", &r).error_code(),
+              grpc::StatusCode::ALREADY_EXISTS);
+  }
+
+  // Rank 0 restarts too: generation 2 forms, one restart counted as rank_restarted.
+  pb::RegisterResponse rank0_resp;
+  ASSERT_TRUE(register_with_cause(address, 0, 2, "", &rank0_resp).ok());
+  rank1.join();
+  ASSERT_TRUE(rank1_status.ok()) << rank1_status.error_message();
+  EXPECT_EQ(rank0_resp.generation(), 2u);
+  EXPECT_EQ(rank1_resp.generation(), 2u);
+  EXPECT_EQ(rank1_resp.rank(), 1);
+  EXPECT_EQ(server.service().restarts("rank_restarted"), 1);
+  const std::string text = server.metrics().serialize();
+  EXPECT_DOUBLE_EQ(labelled_value(text, "lorafleet_restarts_total", "cause", "rank_restarted"), 1);
+  EXPECT_DOUBLE_EQ(labelled_value(text, "lorafleet_restarts_total", "cause", "worker_failed"), 0);
+  EXPECT_DOUBLE_EQ(metric_value(text, "lorafleet_generation"), 2.0);
+  EXPECT_DOUBLE_EQ(labelled_value(text, "lorafleet_coordinator_rpcs_total", "method", "Register"),
+                   5.0);  // 2 + 1 + the refused one + 1
+  EXPECT_DOUBLE_EQ(
+      labelled_value(text, "lorafleet_coordinator_rpcs_total", "method", "CommitCheckpoint"), 1.0);
+
+  // Generation 2 trains and finishes: the job is done.
+  ASSERT_TRUE(do_progress(*stub, 0, 2, 1, &ack).ok());
+  EXPECT_FALSE(ack.stop());
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_finish(*stub, r, 10, true, "", 2).ok());
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+}
+
+TEST_F(CoordinatorTest, MaxRestartsExhaustedFailsTheJob) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  o.service.max_restarts = 1;
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  auto stub = stub_for(address);
+  form_generation(address, 2, "", 1);
+  // Rank 0 failed; the group comes back (restart 1 of 1).
+  ASSERT_TRUE(do_finish(*stub, 0, 3, false, "NaN loss", 1).ok());
+  form_generation(address, 2, "worker_failed", 2);
+  EXPECT_EQ(server.service().restarts("worker_failed"), 1);
+  // It fails again: the next Register is refused and the job fails.
+  ASSERT_TRUE(do_finish(*stub, 1, 5, false, "NaN loss", 2).ok());
+  pb::RegisterResponse r;
+  const grpc::Status st = register_with_cause(address, 0, 2, "worker_failed", &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("cluster.max_restarts (1) exhausted"), std::string::npos)
+      << st.error_message();
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+}
+
+TEST_F(CoordinatorTest, PreemptionIsNotCountedAgainstMaxRestarts) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  o.service.max_restarts = 0;
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  auto stub = stub_for(address);
+  form_generation(address, 2, "", 1);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(do_finish(*stub, r, 4, true, "", 1, /*preempted=*/true).ok());
+  }
+  EXPECT_FALSE(server.wait_for(std::chrono::milliseconds(10)).has_value());
+  form_generation(address, 2, "preemption", 2);
+  EXPECT_EQ(server.service().restarts("preemption"), 1);
+  EXPECT_DOUBLE_EQ(labelled_value(server.metrics().serialize(), "lorafleet_restarts_total", "cause",
+                                  "preemption"),
+                   1.0);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_finish(*stub, r, 10, true, "", 2).ok());
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+}
+
+TEST_F(CoordinatorTest, RendezvousTimeoutFailsTheJobNamingTheMissingRanks) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  o.service.rendezvous_timeout = std::chrono::milliseconds(500);
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  auto stub = stub_for(address);
+  form_generation(address, 2, "", 1);
+  ASSERT_TRUE(do_finish(*stub, 1, 3, false, "killed", 1).ok());
+  // Only rank 0 comes back.
+  pb::RegisterResponse r;
+  const grpc::Status st = register_with_cause(address, 0, 2, "worker_failed", &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  const std::string why = server.service().end_reason();
+  EXPECT_NE(why.find("generation 2 did not form"), std::string::npos) << why;
+  EXPECT_NE(why.find("missing ranks 1 "), std::string::npos) << why;
+}
+
+TEST_F(CoordinatorTest, StateStoreRoundTrip) {
+  const std::string path = state_path();
+  const std::string id = StateStore::job_id_for("model: x\n", 42);
+  EXPECT_EQ(id.size(), 64u);
+  EXPECT_NE(id, StateStore::job_id_for("model: x\n", 43));
+  {
+    StateStore st(path, id);
+    EXPECT_FALSE(st.resumed());
+    st.set_world_size(2);
+    std::vector<StoredRank> ranks = {{0, "host-a", 11, "cpu", 9410, false, true, false},
+                                     {1, "host-b", 12, "cuda:0", 9411, false, true, false}};
+    st.record_generation_formed(1, 2, std::string("tmpl\0blob", 9), ranks, "");
+    st.record_generation_ended(1, "worker_lost", "rank 1 silent");
+    st.record_generation_formed(2, 2, std::string("gen2\0blob", 9), ranks, "worker_lost");
+    st.record_rank_finished(1, true, true);
+    st.record_plan(0, 2, "digest-0");
+    st.record_plan(1, 2, "digest-1");
+    st.record_checkpoint_report(10, 0, "/ck/10");
+    st.record_commit(10, "/ck/10");
+    st.record_checkpoint_report(20, 1, "/ck/20-r1");
+    st.record_progress({{0, {21, 42}}, {1, {22, 44}}});
+  }
+  StateStore st(path, id);
+  EXPECT_TRUE(st.resumed());
+  const StoredJob j = st.load();
+  EXPECT_EQ(j.job_id, id);
+  EXPECT_EQ(j.world_size, 2);
+  EXPECT_EQ(j.generation, 2u);
+  EXPECT_EQ(j.state, GenerationState::kRunning);
+  EXPECT_EQ(j.end_cause, "");
+  EXPECT_EQ(j.assignment, std::string("gen2\0blob", 9));
+  ASSERT_EQ(j.ranks.size(), 2u);
+  EXPECT_EQ(j.ranks[0].hostname, "host-a");
+  EXPECT_EQ(j.ranks[0].pid, 11);
+  EXPECT_EQ(j.ranks[0].metrics_port, 9410);
+  EXPECT_FALSE(j.ranks[0].finished);
+  EXPECT_EQ(j.ranks[1].device, "cuda:0");
+  EXPECT_TRUE(j.ranks[1].finished);
+  EXPECT_TRUE(j.ranks[1].ok);
+  EXPECT_TRUE(j.ranks[1].preempted);
+  ASSERT_EQ(j.plans.size(), 2u);
+  EXPECT_EQ(j.plans[1].epoch, 1);
+  EXPECT_EQ(j.plans[1].world_size, 2);
+  EXPECT_EQ(j.plans[1].digest, "digest-1");
+  EXPECT_EQ(j.last_committed_step, 10);
+  EXPECT_EQ(j.last_committed_path, "/ck/10");
+  ASSERT_EQ(j.pending_checkpoints.size(), 1u);
+  EXPECT_EQ(j.pending_checkpoints.at(20).at(1), "/ck/20-r1");
+  EXPECT_EQ(j.progress.at(0).global_step, 21);
+  EXPECT_EQ(j.progress.at(1).samples, 44);
+  EXPECT_EQ(j.restarts.at("worker_lost"), 1);
+  EXPECT_FALSE(j.done);
+  st.record_generation_ended(2, "preemption", "rank 0 was preempted");
+  const StoredJob ended = st.load();
+  EXPECT_EQ(ended.state, GenerationState::kEnded);
+  EXPECT_EQ(ended.end_cause, "preemption");
+  EXPECT_EQ(ended.end_detail, "rank 0 was preempted");
+  st.record_job_done(0, "done");
+  EXPECT_TRUE(st.load().done);
+}
+
+TEST_F(CoordinatorTest, StateOfAnotherUnfinishedJobIsRefusedNamingTheFile) {
+  const std::string path = state_path();
+  const std::string a = StateStore::job_id_for("job a", 1);
+  const std::string b = StateStore::job_id_for("job b", 1);
+  { StateStore st(path, a); }
+  try {
+    StateStore st(path, b);
+    FAIL() << "another job's state was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("another job"), std::string::npos) << e.what();
+  }
+  // Through the server too: a config edited under a running job is refused.
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  EXPECT_THROW(CoordinatorServer(config("  max_train_steps: 11\n"), o), std::runtime_error);
+  // Once job a finished, job b starts a fresh record.
+  { StateStore(path, a).record_job_done(0, "done"); }
+  StateStore st(path, b);
+  EXPECT_FALSE(st.resumed());
+  EXPECT_EQ(st.load().job_id, b);
+  EXPECT_EQ(st.load().generation, 0u);
+}
+
+TEST_F(CoordinatorTest, RestartedCoordinatorRestoresTheRunningGeneration) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  const JobConfig cfg = config();
+  {
+    CoordinatorServer first(cfg, o);
+    first.start();
+    const std::string address = first.address();
+    auto stub = stub_for(address);
+    form_generation(address, 2, "", 1);
+    {
+      pb::GetEpochPlanRequest req;
+      req.set_epoch(0);
+      pb::EpochPlan plan;
+      grpc::ClientContext ctx;
+      set_deadline(&ctx, 10);
+      ASSERT_TRUE(stub->GetEpochPlan(&ctx, req, &plan).ok());
+    }
+    bool committed = false;
+    ASSERT_TRUE(do_commit(*stub, 0, 1, 5, &committed).ok());
+    ASSERT_TRUE(do_commit(*stub, 1, 1, 5, &committed).ok());
+    ASSERT_TRUE(committed);
+    ASSERT_TRUE(do_commit(*stub, 1, 1, 8, &committed).ok());  // pending across the restart
+    EXPECT_FALSE(committed);
+    pb::ProgressAck ack;
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_progress(*stub, r, 1, 7, &ack).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a progress batch (tick 50 ms)
+    first.shutdown();  // as a kill: the job is not recorded as ended
+  }
+  CoordinatorServer second(cfg, o);
+  second.start();
+  EXPECT_EQ(second.service().generation(), 1u);
+  EXPECT_TRUE(second.service().generation_running());
+  EXPECT_EQ(second.service().registered_count(), 2);
+  EXPECT_EQ(second.service().last_committed_step(), 5);
+  EXPECT_DOUBLE_EQ(metric_value(second.metrics().serialize(), "lorafleet_generation"), 1.0);
+  auto stub = stub_for(second.address());
+  // The workers of generation 1 carry on: their reports, plans and commits are accepted.
+  pb::ProgressAck ack;
+  ASSERT_TRUE(do_progress(*stub, 0, 1, 9, &ack).ok());
+  EXPECT_FALSE(ack.stop());
+  bool committed = false;
+  ASSERT_TRUE(do_commit(*stub, 0, 1, 8, &committed).ok());
+  EXPECT_TRUE(committed);  // rank 1's report of step 8 survived the restart
+  EXPECT_EQ(second.service().last_committed_step(), 8);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_finish(*stub, r, 10, true, "", 1).ok());
+  const std::optional<int> code = second.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  second.shutdown();
+  // The finished job is not restored again: a new run starts fresh.
+  CoordinatorServer third(cfg, o);
+  EXPECT_EQ(third.service().generation(), 0u);
+  EXPECT_EQ(third.service().last_committed_step(), -1);
 }
 
 TEST(CoordinatorBinary, BadConfigIsOneLineErrorAndExitOne) {

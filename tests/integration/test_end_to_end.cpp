@@ -116,7 +116,9 @@ class EndToEnd : public ::testing::Test {
       << "output:\n  output_dir: " << output_dir << "\n  output_name: e2e\n"
       << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
       << "\n  metrics_address: 127.0.0.1:" << metrics_port << "\n"
-      << "worker:\n  metrics_port_base: " << worker_port_base << "\n" << extra;
+      << "worker:\n  metrics_port_base: " << worker_port_base << "\n"
+      // Runs that fail on purpose end at once instead of waiting for a restarted group.
+      << "cluster:\n  rendezvous_timeout_seconds: 2\n" << extra;
     return p.string();
   }
 

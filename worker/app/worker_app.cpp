@@ -223,7 +223,7 @@ int run_worker(int argc, char** argv) {
     }
     TrainResult r = run_training(config, job, comm, client, opts);
     if (r.preempted) {
-      client.finish(rank, r.global_step, true, "preempted");
+      client.finish(rank, r.global_step, true, "", /*preempted=*/true);
       LF_WARN("preempted: checkpoint " << r.checkpoint_dir << " committed at global_step "
                                         << r.global_step << " within "
                                         << Preemption::seconds_since_request()

@@ -1,12 +1,17 @@
-// gRPC client for lorafleet.v1.Coordinator, with retry on "unavailable" during registration and a
-// background sender for progress reports (only the newest pending report is kept: it carries
-// cumulative counters, so dropping an older one loses nothing). The sender also repeats the last
-// report as a heartbeat every kHeartbeat while nothing new comes (model loading, long steps), so
-// the coordinator can tell a slow rank from a dead one (coordinator.worker_timeout_seconds).
+// gRPC client for lorafleet.v1.Coordinator. Blocking RPCs go through Impl::call, which makes
+// one ClientContext per attempt and retries a coordinator that is unreachable (it may be
+// restarting from its durable state) with exponential backoff within a budget. Progress reports
+// go through a background sender (only the newest pending report is kept: it carries cumulative
+// counters, so dropping an older one loses nothing). The sender also repeats the last report as
+// a heartbeat every kHeartbeat while nothing new comes (model loading, long steps), so the
+// coordinator can tell a slow rank from a dead one (coordinator.worker_timeout_seconds); it
+// never retries in a loop, so a step never waits on it.
 #include "worker/rpc/coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -31,8 +36,17 @@ std::string describe(const grpc::Status& s) {
 constexpr auto kHeartbeat = std::chrono::seconds(5);
 
 struct CoordinatorClient::Impl {
+  std::string address;
+  RetryPolicy retry;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Coordinator::Stub> stub;
+  std::atomic<std::uint64_t> generation{0};
+
+  // What the coordinator told us about our generation.
+  mutable std::mutex status_mu;
+  bool superseded = false;
+  bool stop = false;
+  std::string stop_reason;
 
   // Progress sender.
   std::mutex mu;
@@ -40,9 +54,53 @@ struct CoordinatorClient::Impl {
   std::optional<ProgressUpdate> pending;
   std::optional<ProgressUpdate> last_sent;  // set once registered; repeated as the heartbeat
   bool stopping = false;
+  bool progress_failing = false;  // sender thread only
   std::thread sender;
 
-  void send_loop(const std::string& address) {
+  void note_stop(const std::string& reason, bool is_superseded) {
+    std::lock_guard<std::mutex> lock(status_mu);
+    if (is_superseded && !superseded) LF_WARN("this rank's generation is over: " << reason);
+    superseded = superseded || is_superseded;
+    if (!stop) stop_reason = reason;
+    stop = true;
+  }
+
+  // Runs `rpc(&ctx)` with a fresh context per attempt until it returns a status that is not
+  // retryable (UNAVAILABLE always is; DEADLINE_EXCEEDED when idempotent) or `budget` (default
+  // retry.budget) is spent; returns the last status. Logs one WARN when retrying starts, one
+  // INFO when through.
+  template <class Rpc>
+  grpc::Status call(const std::string& what, bool idempotent, std::chrono::seconds per_attempt,
+                    bool wait_for_ready, std::chrono::milliseconds budget, Rpc&& rpc) {
+    const auto start = std::chrono::steady_clock::now();
+    auto backoff = retry.initial_backoff;
+    bool retrying = false;
+    while (true) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + per_attempt);
+      ctx.set_wait_for_ready(wait_for_ready);
+      const grpc::Status s = rpc(&ctx);
+      const bool retryable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                             (idempotent && s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+      if (!retryable) {
+        if (retrying && s.ok()) LF_INFO(what << ": reconnected to the coordinator at " << address);
+        if (s.error_code() == grpc::StatusCode::ABORTED) note_stop(s.error_message(), true);
+        return s;
+      }
+      const auto elapsed = std::chrono::steady_clock::now() - start;
+      if (elapsed + backoff > budget) return s;
+      if (!retrying) {
+        LF_WARN(what << ": the coordinator at " << address << " is unreachable (" << describe(s)
+                     << "); retrying for up to "
+                     << std::chrono::duration_cast<std::chrono::seconds>(budget).count() << " s");
+        retrying = true;
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(retry.max_backoff, backoff * 2);
+    }
+  }
+
+  void send_loop() {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
       const bool woken =
@@ -64,24 +122,44 @@ struct CoordinatorClient::Impl {
       req.mutable_timings()->set_allreduce_seconds(u.allreduce_seconds);
       req.mutable_timings()->set_data_wait_seconds(u.data_wait_seconds);
       req.set_samples_per_second(u.samples_per_second);
+      req.set_generation(generation.load());
       pb::ProgressAck ack;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      grpc::Status s = stub->ReportProgress(&ctx, req, &ack);
-      if (!s.ok()) LF_DEBUG("progress report to " << address << " failed: " << describe(s));
+      const grpc::Status s = stub->ReportProgress(&ctx, req, &ack);
+      if (s.ok()) {
+        if (progress_failing)
+          LF_INFO("progress reports reach the coordinator at " << address << " again");
+        progress_failing = false;
+        if (ack.stop()) note_stop(ack.stop_reason(), false);
+      } else if (s.error_code() == grpc::StatusCode::ABORTED) {
+        note_stop(s.error_message(), true);
+      } else if (!progress_failing) {
+        // The newest report is resent with the next heartbeat; training goes on meanwhile.
+        LF_WARN("progress report to " << address << " failed (" << describe(s)
+                                      << "); training goes on, reports resume when it answers");
+        progress_failing = true;
+      }
       lock.lock();
     }
   }
 };
 
-CoordinatorClient::CoordinatorClient(const std::string& address)
+CoordinatorClient::CoordinatorClient(const std::string& address, const RetryPolicy& retry)
     : impl_(std::make_unique<Impl>()), address_(address) {
+  impl_->address = address;
+  impl_->retry = retry;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxPlanMessageBytes);  // plans of large datasets
+  // gRPC's default reconnect backoff grows to 120 s; a restarted coordinator should be found
+  // within our own retry cadence.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   impl_->channel =
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   impl_->stub = pb::Coordinator::NewStub(impl_->channel);
-  impl_->sender = std::thread([this] { impl_->send_loop(address_); });
+  impl_->sender = std::thread([this] { impl_->send_loop(); });
 }
 
 CoordinatorClient::~CoordinatorClient() {
@@ -117,15 +195,17 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
                            " s; is lorafleet-coordinator running and is the address right?)");
   }
   pb::RegisterResponse resp;
-  grpc::ClientContext ctx;
-  // Registration blocks until every rank has joined; peers may still be starting up.
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
-  ctx.set_wait_for_ready(true);
-  grpc::Status s = impl_->stub->Register(&ctx, req, &resp);
+  // Registration blocks until every rank has joined; peers may still be starting up. Not
+  // idempotent: a DEADLINE_EXCEEDED is the barrier's own timeout and is reported.
+  const grpc::Status s =
+      impl_->call("Register", /*idempotent=*/false, std::chrono::seconds(600),
+                  /*wait_for_ready=*/true, impl_->retry.budget,
+                  [&](grpc::ClientContext* ctx) { return impl_->stub->Register(ctx, req, &resp); });
   if (!s.ok()) {
     throw CoordinatorError("coordinator at " + address_ + " refused Register for rank " +
                            std::to_string(me.rank) + ": " + describe(s));
   }
+  impl_->generation.store(resp.generation());
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     ProgressUpdate first;
@@ -151,9 +231,9 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
 Dataset CoordinatorClient::get_dataset() {
   pb::GetDatasetRequest req;
   pb::DatasetManifest resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  grpc::Status s = impl_->stub->GetDataset(&ctx, req, &resp);
+  const grpc::Status s = impl_->call(
+      "GetDataset", true, std::chrono::seconds(120), false, impl_->retry.budget,
+      [&](grpc::ClientContext* ctx) { return impl_->stub->GetDataset(ctx, req, &resp); });
   if (!s.ok()) throw CoordinatorError("GetDataset from " + address_ + " failed: " + describe(s));
   return dataset_from_proto(resp);
 }
@@ -162,9 +242,9 @@ EpochPlan CoordinatorClient::get_epoch_plan(int epoch) {
   pb::GetEpochPlanRequest req;
   req.set_epoch(epoch);
   pb::EpochPlan resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  grpc::Status s = impl_->stub->GetEpochPlan(&ctx, req, &resp);
+  const grpc::Status s = impl_->call(
+      "GetEpochPlan", true, std::chrono::seconds(120), false, impl_->retry.budget,
+      [&](grpc::ClientContext* ctx) { return impl_->stub->GetEpochPlan(ctx, req, &resp); });
   if (!s.ok()) {
     throw CoordinatorError("GetEpochPlan(" + std::to_string(epoch) + ") from " + address_ +
                            " failed: " + describe(s));
@@ -186,29 +266,64 @@ bool CoordinatorClient::commit_checkpoint(int rank, std::int64_t global_step,
   req.set_rank(rank);
   req.set_global_step(global_step);
   req.set_path(path);
+  req.set_generation(impl_->generation.load());
   pb::CheckpointAck ack;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  grpc::Status s = impl_->stub->CommitCheckpoint(&ctx, req, &ack);
+  // Idempotent: the coordinator counts each rank once per step.
+  const grpc::Status s = impl_->call(
+      "CommitCheckpoint", true, std::chrono::seconds(60), false, impl_->retry.budget,
+      [&](grpc::ClientContext* ctx) { return impl_->stub->CommitCheckpoint(ctx, req, &ack); });
   if (!s.ok()) {
-    throw CoordinatorError("CommitCheckpoint(step " + std::to_string(global_step) + ") to " +
-                           address_ + " failed: " + describe(s));
+    const std::string msg = "CommitCheckpoint(step " + std::to_string(global_step) + ") to " +
+                            address_ + " failed: " + describe(s);
+    if (s.error_code() == grpc::StatusCode::ABORTED) throw GroupSupersededError(msg);
+    throw CoordinatorError(msg);
   }
   return ack.committed();
 }
 
 void CoordinatorClient::finish(int rank, std::int64_t global_step, bool ok,
-                               const std::string& error) {
+                               const std::string& error, bool preempted) {
   pb::FinishRequest req;
   req.set_rank(rank);
   req.set_global_step(global_step);
   req.set_ok(ok);
   req.set_error(error);
+  req.set_generation(impl_->generation.load());
+  req.set_preempted(preempted);
   pb::FinishAck ack;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::Status s = impl_->stub->Finish(&ctx, req, &ack);
+  // Idempotent: a repeated Finish of a finished rank is ignored. A client that never
+  // registered (a rank failing before or without joining) tries briefly: nobody waits on it.
+  const auto budget = impl_->generation.load() == 0
+                          ? std::min<std::chrono::milliseconds>(impl_->retry.budget, kHeartbeat * 2)
+                          : impl_->retry.budget;
+  const grpc::Status s =
+      impl_->call("Finish", true, std::chrono::seconds(10), false, budget,
+                  [&](grpc::ClientContext* ctx) { return impl_->stub->Finish(ctx, req, &ack); });
   if (!s.ok()) LF_WARN("Finish to " << address_ << " failed: " << describe(s));
 }
+
+bool CoordinatorClient::superseded() const {
+  std::lock_guard<std::mutex> lock(impl_->status_mu);
+  return impl_->superseded;
+}
+
+void CoordinatorClient::throw_if_superseded() const {
+  std::lock_guard<std::mutex> lock(impl_->status_mu);
+  if (impl_->superseded) {
+    throw GroupSupersededError("coordinator at " + address_ + ": " + impl_->stop_reason);
+  }
+}
+
+bool CoordinatorClient::stop_requested() const {
+  std::lock_guard<std::mutex> lock(impl_->status_mu);
+  return impl_->stop;
+}
+
+std::string CoordinatorClient::stop_reason() const {
+  std::lock_guard<std::mutex> lock(impl_->status_mu);
+  return impl_->stop_reason;
+}
+
+std::uint64_t CoordinatorClient::generation() const { return impl_->generation.load(); }
 
 }  // namespace lf

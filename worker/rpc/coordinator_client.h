@@ -3,6 +3,7 @@
 // that include LibTorch never see protobuf headers (the torch wheel bundles its own copy).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -18,6 +19,22 @@ namespace lf {
 class CoordinatorError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// The coordinator refused an RPC with ABORTED: this rank's generation was superseded (a peer
+// restarted) or ended (a peer failed or was lost). The rank must stop; its supervisor restarts
+// it into the next generation.
+class GroupSupersededError : public CoordinatorError {
+ public:
+  using CoordinatorError::CoordinatorError;
+};
+
+// How blocking RPCs retry a coordinator that is unreachable (UNAVAILABLE; also
+// DEADLINE_EXCEEDED for idempotent RPCs), e.g. while it restarts from its durable state.
+struct RetryPolicy {
+  std::chrono::milliseconds initial_backoff = std::chrono::milliseconds(250);
+  std::chrono::milliseconds max_backoff = std::chrono::seconds(5);  // doubling up to this
+  std::chrono::milliseconds budget = std::chrono::minutes(10);      // total, per call
 };
 
 struct WorkerIdentity {
@@ -66,25 +83,45 @@ struct ProgressUpdate {
 class CoordinatorClient {
  public:
   // address = "host:port". Does not connect yet.
-  explicit CoordinatorClient(const std::string& address);
+  explicit CoordinatorClient(const std::string& address, const RetryPolicy& retry = {});
   ~CoordinatorClient();
 
   // Registers and waits until every rank has registered. Retries "unavailable" with backoff
   // until connect_timeout_seconds have passed, then throws CoordinatorError
-  // "cannot reach the coordinator at <address> ...".
+  // "cannot reach the coordinator at <address> ...". Remembers the generation it joined; every
+  // later report carries it.
   JobAssignment register_worker(const WorkerIdentity& me, int connect_timeout_seconds);
-  // The dataset as scanned by the coordinator (paths, captions, buckets).
+  // The dataset as scanned by the coordinator (paths, captions, buckets). Throws
+  // CoordinatorError once the retry budget is spent.
   Dataset get_dataset();
-  // The plan of one epoch. Throws CoordinatorError on failure.
+  // The plan of one epoch. Throws CoordinatorError on failure (after retries).
   EpochPlan get_epoch_plan(int epoch);
   // Fire-and-forget from the caller's view: queued and sent by a background thread, so a
-  // training step never waits on the coordinator. Only the newest pending update is kept.
+  // training step never waits on the coordinator. Only the newest pending update is kept; an
+  // unreachable coordinator only delays it (resent with the next heartbeat).
   void report_progress_async(const ProgressUpdate& update);
-  // Blocking: reports that this rank's part of checkpoint `global_step` is durable.
-  // Returns whether the coordinator saw all ranks (committed).
+  // Blocking (retries while the coordinator is unreachable): reports that this rank's part of
+  // checkpoint `global_step` is durable. Returns whether the coordinator saw all ranks
+  // (committed). Throws GroupSupersededError when this rank's generation is over,
+  // CoordinatorError on other failures.
   bool commit_checkpoint(int rank, std::int64_t global_step, const std::string& path);
-  // Blocking, best effort (errors are logged, not thrown): this rank is done.
-  void finish(int rank, std::int64_t global_step, bool ok, const std::string& error);
+  // Blocking, best effort (errors are logged, not thrown; retries while unreachable): this rank
+  // is done. preempted: it stopped on SIGTERM after committing a checkpoint.
+  void finish(int rank, std::int64_t global_step, bool ok, const std::string& error,
+              bool preempted = false);
+
+  // Whether the coordinator said this rank's generation is over (ABORTED on any RPC, including
+  // the background progress reports): the trainer should stop. Thread-safe.
+  bool superseded() const;
+  // Throws the GroupSupersededError the background sender stored, if any (what() is the
+  // coordinator's reason). For the trainer's step loop.
+  void throw_if_superseded() const;
+  // Whether a progress acknowledgement asked this rank to stop, and why (also set when
+  // superseded). Thread-safe.
+  bool stop_requested() const;
+  std::string stop_reason() const;
+  // The generation from register_worker (0 before). Thread-safe.
+  std::uint64_t generation() const;
 
   const std::string& address() const { return address_; }
 

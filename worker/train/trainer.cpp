@@ -510,6 +510,8 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     }
     const std::int64_t accum = tr.gradient_accumulation_steps;
     for (std::int64_t b = state.step_in_epoch; b < num_batches && state.global_step < stop_at;) {
+      // A newer generation formed without this rank (its peer was restarted): stop, exit 75.
+      coordinator.throw_if_superseded();
       const auto step_t0 = Clock::now();
       // One optimizer step = the next `accum` global batches (fewer at the end of an epoch, as
       // accelerate steps on the dataloader's last batch). Their gradients are summed locally and

@@ -1,0 +1,255 @@
+// Coordinator durability end to end: a real coordinator and `mpirun -np 2` real workers train
+// the tiny model; the coordinator is killed with SIGKILL after the first checkpoint committed,
+// while the workers train on, and restarted on the same port with the same config. It restores
+// the job from <output_dir>/coordinator/state.sqlite, the workers reconnect, and the job ends
+// with exit code 0 on both sides and the same LoRA tensors, byte for byte, as an uninterrupted
+// run of the same config.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "worker/io/tensor_file.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
+const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+
+RunResult run(const std::string& cmd) {
+  RunResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p) != nullptr) r.output += buf.data();
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return r;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string mpirun(int np) {
+  std::string cmd = "mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none";
+  if (geteuid() == 0) cmd += " --allow-run-as-root";
+  return cmd;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A coordinator process with its output in a file, so the test can watch it and kill it.
+class CoordinatorProcess {
+ public:
+  CoordinatorProcess(const std::string& config, const fs::path& log) : log_(log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log.c_str(), "w");
+      if (f != nullptr) {
+        dup2(fileno(f), 1);
+        dup2(fileno(f), 2);
+      }
+      execl(LF_COORDINATOR_BIN, LF_COORDINATOR_BIN, "--config", config.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~CoordinatorProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits up to `seconds` for `text` in the log.
+  bool wait_for_log(const std::string& text, int seconds) const {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  void kill9() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+  }
+  // Exit code, waiting at most `seconds`; -1 on timeout.
+  int wait(int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+  std::string log() const { return read_file(log_); }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+class CoordinatorRestart : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kDemo + "/train/10_photo/astronaut.png") && fs::exists(kVocab))
+        << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
+    dir_ = fs::temp_directory_path() / ("lf_coord_restart_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "train/2_photo");
+    fs::create_directories(dir_ / "reg/1_grey");
+    for (const char* stem : {"astronaut", "chelsea", "coffee"}) {
+      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".png",
+                    dir_ / "train/2_photo" / (std::string(stem) + ".png"));
+      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".txt",
+                    dir_ / "train/2_photo" / (std::string(stem) + ".txt"));
+    }
+    for (const char* f : {"camera.png", "coins.png"}) {
+      fs::copy_file(kDemo + "/reg/1_photo/" + f, dir_ / "reg/1_grey" / f);
+    }
+    checkpoint_ = (dir_ / "base.safetensors").string();
+    RunResult mk = run(std::string(LF_MAKE_CHECKPOINT_BIN) +
+                       " --architecture tiny --seed 7 --output " + checkpoint_);
+    ASSERT_EQ(mk.exit_code, 0) << mk.output;
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  std::string write_config(const std::string& name, const std::string& output_dir, int port) {
+    const fs::path p = dir_ / name;
+    std::ofstream f(p);
+    f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
+      << "\n  architecture: tiny\n  tokenizer_vocab: " << kVocab << "\n"
+      << "dataset:\n  train_data_dir: " << (dir_ / "train").string()
+      << "\n  reg_data_dir: " << (dir_ / "reg").string()
+      << "\n  resolution: 128\n  min_bucket_reso: 64\n  max_bucket_reso: 256\n"
+      << "  caption_extension: .txt\n"
+      << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
+      << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
+      << "  lr_scheduler: cosine\n  lr_warmup_steps: 2\n  max_train_steps: " << kSteps
+      << "\n  save_every_n_steps: " << kSaveEvery << "\n"
+      << "output:\n  output_dir: " << output_dir << "\n  output_name: restart\n"
+      << "coordinator:\n  listen_address: 127.0.0.1:" << port << "\n  metrics_address: \"\"\n"
+      << "worker:\n  metrics_port_base: 0\n  device: cpu\n";
+    return p.string();
+  }
+
+  std::future<RunResult> start_workers(int port) {
+    const std::string cmd = mpirun(2) + " " + LF_WORKER_BIN +
+                            " --coordinator 127.0.0.1:" + std::to_string(port) +
+                            " --no-progress-bar";
+    return std::async(std::launch::async, [cmd] { return run(cmd); });
+  }
+
+  static constexpr int kSteps = 40;
+  static constexpr int kSaveEvery = 4;
+  fs::path dir_;
+  std::string checkpoint_;
+};
+
+std::map<std::string, at::Tensor> lora_tensors(const std::string& path) {
+  auto loaded = lf::load_safetensors(path);
+  return {loaded.tensors.begin(), loaded.tensors.end()};
+}
+
+TEST_F(CoordinatorRestart, KilledCoordinatorRestoresAndTheJobEndsAsIfUninterrupted) {
+  // The uninterrupted run.
+  const int straight_port = free_port();
+  const std::string straight = (dir_ / "straight").string();
+  {
+    CoordinatorProcess coord(write_config("straight.yaml", straight, straight_port),
+                             dir_ / "straight_coordinator.log");
+    auto workers = start_workers(straight_port);
+    const RunResult w = workers.get();
+    ASSERT_EQ(w.exit_code, 0) << w.output;
+    ASSERT_EQ(coord.wait(30), 0) << coord.log();
+  }
+
+  // The interrupted run.
+  const int port = free_port();
+  const std::string out = (dir_ / "killed").string();
+  const std::string cfg = write_config("killed.yaml", out, port);
+  auto first = std::make_unique<CoordinatorProcess>(cfg, dir_ / "coordinator_1.log");
+  auto workers = start_workers(port);
+  ASSERT_TRUE(
+      first->wait_for_log("checkpoint step " + std::to_string(kSaveEvery) + " committed", 120))
+      << first->log();
+  first->kill9();
+  const std::string first_log = first->log();
+  ASSERT_EQ(first_log.find("job done"), std::string::npos) << "killed too late:\n" << first_log;
+  ASSERT_TRUE(fs::exists(out + "/coordinator/state.sqlite"));
+  // The workers train on meanwhile (no step waits on the coordinator).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+  CoordinatorProcess second(cfg, dir_ / "coordinator_2.log");
+  ASSERT_TRUE(second.wait_for_log("restored job state from " + out +
+                                      "/coordinator/state.sqlite: generation 1, world_size 2, "
+                                      "last committed step ",
+                                  60))
+      << second.log();
+  const RunResult w = workers.get();
+  EXPECT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_EQ(second.wait(60), 0) << second.log();
+  const std::string log = second.log();
+  EXPECT_NE(log.find("job done"), std::string::npos) << log;
+  // The restore line names a committed step of the first coordinator.
+  EXPECT_EQ(log.find("last committed step -1"), std::string::npos) << log;
+  // The workers noticed the outage and came back.
+  EXPECT_NE(w.output.find("reconnected"), std::string::npos) << w.output;
+
+  const auto a = lora_tensors(straight + "/restart.safetensors");
+  const auto b = lora_tensors(out + "/restart.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 0u);
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    const at::Tensor& u = b.at(name);
+    EXPECT_TRUE(t.sizes() == u.sizes() && t.scalar_type() == u.scalar_type() &&
+                std::memcmp(t.data_ptr(), u.data_ptr(), t.nbytes()) == 0)
+        << "tensor differs: " << name;
+  }
+}
+
+}  // namespace
