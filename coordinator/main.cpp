@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::string listen;
   std::string metrics;
+  std::string job_token_file;
   int world_size = 0;
   int linger_seconds = -1;
   double registration_timeout = 300.0;
@@ -27,6 +28,9 @@ int main(int argc, char** argv) {
       app.add_option("--listen", listen, "gRPC HOST:PORT (overrides coordinator.listen_address)");
   auto* metrics_opt = app.add_option(
       "--metrics", metrics, "/metrics HOST:PORT, \"\" disables (overrides metrics_address)");
+  auto* token_opt = app.add_option(
+      "--job-token-file", job_token_file,
+      "file holding the job token (overrides coordinator.job_token_file; else LF_JOB_TOKEN)");
   app.add_option("--world-size", world_size, "number of ranks (default: cluster.world_size, else from the first Register)")
       ->check(CLI::Range(1, 65536));
   auto* linger_opt = app.add_option("--linger-seconds", linger_seconds,
@@ -66,6 +70,7 @@ int main(int argc, char** argv) {
     if (*listen_opt) options.listen_address = listen;
     if (*metrics_opt) options.metrics_address = metrics;
     if (*linger_opt) options.linger_seconds = linger_seconds;
+    if (*token_opt) options.job_token_file = job_token_file;
     options.world_size = world_size;
     options.service.registration_timeout =
         std::chrono::milliseconds(static_cast<long long>(registration_timeout * 1000.0));

@@ -13,7 +13,9 @@
 
 #include "common/io/atomic_file.h"
 #include "common/metrics/exposer.h"
+#include "common/security/secret.h"
 #include "common/util/log.h"
+#include "coordinator/auth.h"
 
 namespace lf {
 
@@ -38,6 +40,17 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
   ServiceOptions service_options = options.service;
   // --world-size wins over the config's cluster.world_size; 0 in both: from the first Register.
   service_options.world_size = options.world_size > 0 ? options.world_size : config.cluster.world_size;
+  // Before the dataset scan: a coordinator that may not serve should say so at once.
+  if (service_options.job_token.empty()) {
+    service_options.job_token = resolve_job_token(
+        listen_address_, options.job_token_file.value_or(config_.coordinator.job_token_file),
+        options.job_token_file ? "--job-token-file" : "coordinator.job_token_file");
+  }
+  token_required_ = !service_options.job_token.empty();
+  if (!config_.coordinator.tls_cert_file.empty()) {
+    tls_cert_pem_ = read_pem_file(config_.coordinator.tls_cert_file, "coordinator.tls_cert_file");
+    tls_key_pem_ = read_pem_file(config_.coordinator.tls_key_file, "coordinator.tls_key_file");
+  }
   if (!options.service_timeouts_overridden) {
     service_options.worker_timeout = std::chrono::seconds(config_.coordinator.worker_timeout_seconds);
     service_options.rendezvous_timeout =
@@ -62,14 +75,24 @@ void CoordinatorServer::start() {
   int selected_port = 0;
   // Without this, gRPC sets SO_REUSEPORT and a second coordinator would share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(listen_address_, grpc::InsecureServerCredentials(), &selected_port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!tls_cert_pem_.empty()) {
+    grpc::SslServerCredentialsOptions tls;  // no client certificates: the job token says who
+    tls.pem_key_cert_pairs.push_back({tls_key_pem_, tls_cert_pem_});
+    credentials = grpc::SslServerCredentials(tls);
+  }
+  builder.AddListeningPort(listen_address_, credentials, &selected_port);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected_port == 0) {
     server_.reset();
-    throw std::runtime_error("cannot listen on " + listen_address_ +
-                             " (coordinator.listen_address / --listen): expected a free, "
-                             "bindable host:port");
+    throw std::runtime_error(
+        "cannot listen on " + listen_address_ +
+        " (coordinator.listen_address / --listen): expected a free, bindable host:port" +
+        (tls_cert_pem_.empty()
+             ? std::string()
+             : ", and a matching PEM certificate and key in " + config_.coordinator.tls_cert_file +
+                   " and " + config_.coordinator.tls_key_file));
   }
   port_ = selected_port;
   if (!metrics_address_.empty()) {
@@ -88,6 +111,11 @@ void CoordinatorServer::start() {
 int CoordinatorServer::metrics_port() const { return exposer_ ? exposer_->port() : 0; }
 
 std::string CoordinatorServer::address() const { return with_port(listen_address_, port_); }
+
+std::string CoordinatorServer::security_summary() const {
+  return std::string(tls_cert_pem_.empty() ? "plaintext" : "TLS") +
+         (token_required_ ? ", job token required" : ", no job token (loopback only)");
+}
 
 std::string CoordinatorServer::write_metrics_snapshot() const {
   const std::filesystem::path dir = std::filesystem::path(config_.output.output_dir) / "metrics";
@@ -124,7 +152,14 @@ int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) 
   CoordinatorServer server(config, options);
   server.start();
   LF_INFO("serving lorafleet.v1.Coordinator on " << server.address() << " (job config "
-                                                 << config.source_name << ")");
+                                                 << config.source_name << "; "
+                                                 << server.security_summary() << ")");
+  if (!is_loopback_listen_address(server.address()) && config.coordinator.tls_cert_file.empty()) {
+    LF_WARN("the control plane on " << server.address()
+                                    << " is plaintext: the job token crosses the network "
+                                       "unencrypted (set coordinator.tls_cert_file and "
+                                       "tls_key_file on untrusted networks)");
+  }
   if (server.metrics_port() > 0) {
     LF_INFO("serving /metrics on http://" << with_port(
                 options.metrics_address.value_or(config.coordinator.metrics_address),

@@ -28,6 +28,9 @@ struct CoordinatorOptions {
   int world_size = 0;
   // Overrides coordinator.linger_seconds.
   std::optional<int> linger_seconds;
+  // Overrides coordinator.job_token_file (--job-token-file). Without either, the token comes
+  // from LF_JOB_TOKEN; service.job_token, when set, is used as is (tests).
+  std::optional<std::string> job_token_file;
   // Registration barrier, liveness and failure handling (see ServiceOptions).
   ServiceOptions service;
   // true: keep service.worker_timeout, rendezvous_timeout and max_restarts as given (tests)
@@ -40,10 +43,12 @@ struct CoordinatorOptions {
 
 class CoordinatorServer {
  public:
-  // Scans the dataset, opens the durable state (restoring a killed coordinator's job) and
-  // prepares the service; binds nothing yet. Throws DatasetError, std::invalid_argument
-  // (options, schedule) naming the file, key or value, std::runtime_error naming the state file
-  // when it holds another unfinished job or cannot be used.
+  // Resolves the job token and reads the TLS files (std::runtime_error naming the file, or, in
+  // cluster mode without a token, the listen address and both ways to give one), then scans the
+  // dataset, opens the durable state (restoring a killed coordinator's job) and prepares the
+  // service; binds nothing yet. Throws DatasetError, std::invalid_argument (options, schedule)
+  // naming the file, key or value, std::runtime_error naming the state file when it holds
+  // another unfinished job or cannot be used.
   CoordinatorServer(const JobConfig& config, const CoordinatorOptions& options);
   ~CoordinatorServer();  // shutdown()
 
@@ -56,6 +61,9 @@ class CoordinatorServer {
   int metrics_port() const;
   // "host:port" with the bound port substituted.
   std::string address() const;
+  // How the control plane is secured, for the start-up log: "TLS" or "plaintext", and whether
+  // RPCs need the job token. Never contains the token.
+  std::string security_summary() const;
 
   // Blocks until the job is done; returns the exit code (0: all ranks finished ok).
   int wait() { return service_->wait_until_done(); }
@@ -77,6 +85,9 @@ class CoordinatorServer {
   JobConfig config_;
   std::string listen_address_;
   std::string metrics_address_;
+  bool token_required_ = false;
+  std::string tls_cert_pem_;  // both empty: plaintext
+  std::string tls_key_pem_;
   std::unique_ptr<CoordinatorJob> job_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
   std::unique_ptr<StateStore> store_;

@@ -31,7 +31,7 @@ static bool is_restart_cause(const std::string& cause) {
 
 CoordinatorService::CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& metrics,
                                        const ServiceOptions& options, StateStore* store)
-    : job_(job), metrics_(metrics), options_(options), store_(store) {
+    : job_(job), metrics_(metrics), options_(options), auth_(options.job_token), store_(store) {
   base_dir_ = options_.base_dir.empty() ? std::filesystem::current_path().string()
                                         : std::filesystem::absolute(options_.base_dir).string();
   to_proto(job_.dataset(), &manifest_);
@@ -362,6 +362,7 @@ void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* 
 grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
                                           const pb::RegisterRequest* request,
                                           pb::RegisterResponse* response) {
+  if (grpc::Status st = auth_.check(*context, "Register"); !st.ok()) return st;
   metrics_.count_rpc("Register");
   const int rank = request->rank();
   std::unique_lock<std::mutex> lock(mutex_);
@@ -523,17 +524,20 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   return {grpc::StatusCode::DEADLINE_EXCEEDED, msg};
 }
 
-grpc::Status CoordinatorService::GetDataset(grpc::ServerContext*, const pb::GetDatasetRequest*,
+grpc::Status CoordinatorService::GetDataset(grpc::ServerContext* context,
+                                            const pb::GetDatasetRequest*,
                                             pb::DatasetManifest* response) {
+  if (grpc::Status st = auth_.check(*context, "GetDataset"); !st.ok()) return st;
   metrics_.count_rpc("GetDataset");
   // The manifest does not depend on world_size; it is served at any time.
   *response = manifest_;
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext*,
+grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext* context,
                                               const pb::GetEpochPlanRequest* request,
                                               pb::EpochPlan* response) {
+  if (grpc::Status st = auth_.check(*context, "GetEpochPlan"); !st.ok()) return st;
   metrics_.count_rpc("GetEpochPlan");
   const int epoch = request->epoch();
   int world_size = 0;
@@ -567,9 +571,10 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext*,
+grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext* context,
                                                 const pb::ProgressReport* request,
                                                 pb::ProgressAck* response) {
+  if (grpc::Status st = auth_.check(*context, "ReportProgress"); !st.ok()) return st;
   metrics_.count_rpc("ReportProgress");
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = request->rank();
@@ -608,9 +613,10 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext*,
+grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext* context,
                                                   const pb::CheckpointReport* request,
                                                   pb::CheckpointAck* response) {
+  if (grpc::Status st = auth_.check(*context, "CommitCheckpoint"); !st.ok()) return st;
   metrics_.count_rpc("CommitCheckpoint");
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = request->rank();
@@ -664,8 +670,9 @@ grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Finish(grpc::ServerContext*, const pb::FinishRequest* request,
-                                        pb::FinishAck*) {
+grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
+                                        const pb::FinishRequest* request, pb::FinishAck*) {
+  if (grpc::Status st = auth_.check(*context, "Finish"); !st.ok()) return st;
   metrics_.count_rpc("Finish");
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = request->rank();

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "coordinator/auth.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/job.h"
 #include "coordinator/state_store.h"
@@ -53,6 +54,9 @@ struct ServiceOptions {
   std::chrono::milliseconds tick = std::chrono::seconds(1);
   // Sent to workers as base_dir; empty means the coordinator's current directory (absolute).
   std::string base_dir;
+  // Every RPC must carry "authorization: Bearer <job_token>"; "" accepts every call. Set by
+  // CoordinatorServer from resolve_job_token (see coordinator/auth.h).
+  std::string job_token;
 };
 
 class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
@@ -166,6 +170,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   CoordinatorJob& job_;
   CoordinatorMetrics& metrics_;
   ServiceOptions options_;
+  JobTokenAuth auth_;  // first check of every handler
   std::string base_dir_;
   lorafleet::v1::DatasetManifest manifest_;  // immutable after construction
   StateStore* store_ = nullptr;

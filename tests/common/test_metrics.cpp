@@ -273,6 +273,43 @@ TEST(Exposer, ServesMetricsOverHttp) {
   EXPECT_EQ(empty->body, "");
 }
 
+// The endpoint is read-only: GET and HEAD only; every method that could change state gets 405
+// naming the allowed ones, and nothing it sends changes what the next scrape returns.
+TEST(Exposer, IsReadOnly) {
+  auto registry = make_registry();
+  Exposer exposer("127.0.0.1:0");
+  exposer.RegisterCollectable(registry);
+  httplib::Client client("127.0.0.1", exposer.port());
+  auto head = client.Head("/metrics");
+  ASSERT_TRUE(head) << httplib::to_string(head.error());
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->body, "");
+  for (const std::string method : {"POST", "PUT", "PATCH", "DELETE"}) {
+    httplib::Result res = method == "POST"    ? client.Post("/metrics", "x 1\n", "text/plain")
+                          : method == "PUT"   ? client.Put("/metrics", "x 1\n", "text/plain")
+                          : method == "PATCH" ? client.Patch("/metrics", "x 1\n", "text/plain")
+                                              : client.Delete("/metrics");
+    ASSERT_TRUE(res) << method << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 405) << method;
+    EXPECT_EQ(res->get_header_value("Allow"), "GET, HEAD") << method;
+  }
+  // Other paths are not served at all, whatever the method.
+  for (const char* path : {"/", "/healthz", "/metrics/x", "/admin"}) {
+    auto get = client.Get(path);
+    ASSERT_TRUE(get) << path;
+    EXPECT_EQ(get->status, 404) << path;
+    auto post = client.Post(path, "x", "text/plain");
+    ASSERT_TRUE(post) << path;
+    EXPECT_EQ(post->status, 404) << path;
+  }
+  auto options = client.Options("/metrics");
+  ASSERT_TRUE(options);
+  EXPECT_GE(options->status, 400);
+  auto after = client.Get("/metrics");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->body, kExpected);
+}
+
 TEST(Exposer, CombinesRegistriesAndRemoves) {
   auto a = std::make_shared<Registry>();
   auto b = std::make_shared<Registry>();

@@ -448,6 +448,60 @@ TEST_F(EndToEnd, UNetOnlyCheckpointResumesUNetOnly) {
   EXPECT_EQ(lora.tensors.size(), 3u * 84u);  // UNet modules only
 }
 
+// A job token given to the coordinator (coordinator.job_token_file) and to the workers
+// (--job-token-file): a worker without it is refused, the workers with it train, and the token
+// appears in no file the run wrote and in no log line of either process (debug level).
+TEST_F(EndToEnd, JobTokenIsRequiredAndNeverWritten) {
+  const int cport = free_port(), mport = free_port(), wport = free_port();
+  const std::string out = (dir_ / "run").string();
+  const std::string token = "e2e-job-token-" + std::to_string(getpid()) + "-7c41d9a0b2e3";
+  const fs::path token_file = dir_ / "secrets/job.token";
+  fs::create_directories(token_file.parent_path());
+  std::ofstream(token_file) << token << "\n";
+  const std::string cfg = write_config("job.yaml", out, 2, 2, cport, mport, wport);
+  {
+    std::ifstream in(cfg);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string y = text.str();
+    y.replace(y.find("coordinator:\n"), 13,
+              "coordinator:\n  job_token_file: " + token_file.string() + "\n");
+    std::ofstream(cfg) << y;
+  }
+  auto coord = std::async(std::launch::async, [&] {
+    return run("LF_LOG_LEVEL=debug " + std::string(LF_COORDINATOR_BIN) + " --config " + cfg);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string worker = std::string(LF_WORKER_BIN) +
+                             " --coordinator 127.0.0.1:" + std::to_string(cport) +
+                             " --no-progress-bar --connect-timeout 20";
+  RunResult refused = run("env -u LF_JOB_TOKEN -u LF_JOB_TOKEN_FILE " + mpirun(1) + " " + worker);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("missing or wrong job token"), std::string::npos) << refused.output;
+  RunResult w = run("LF_LOG_LEVEL=debug " + mpirun(2) + " " + worker + " --job-token-file " +
+                    token_file.string());
+  RunResult c = coord.get();
+  ASSERT_EQ(w.exit_code, 0) << w.output << "\n--- coordinator ---\n" << c.output;
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("job token required"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("rejected Register from"), std::string::npos) << c.output;
+  ASSERT_TRUE(fs::exists(out + "/e2e.safetensors"));
+  ASSERT_TRUE(fs::exists(out + "/metrics/coordinator.prom"));
+
+  for (const RunResult* r : {&refused, &w, &c}) {
+    EXPECT_EQ(r->output.find(token), std::string::npos) << r->output;
+  }
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+    if (!entry.is_regular_file() || entry.path() == token_file) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(bytes.find(token), std::string::npos) << "the job token leaked into " << entry.path();
+    ++files;
+  }
+  EXPECT_GT(files, 10);  // LoRA, checkpoint files, metrics snapshots, the config...
+}
+
 TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   const int cport = free_port(), mport = free_port();
   // Unreachable coordinator: the worker names the address and exits non-zero.

@@ -63,8 +63,20 @@ int run_worker(int argc, char** argv) {
   bool no_progress_bar = false;
   std::int64_t stop_at_step = 0;
   int metrics_linger_seconds = 0;
+  std::string job_token_file;
+  std::string tls_ca_file;
+  std::string tls_server_name;
   app.add_option("--coordinator", coordinator, "coordinator address host:port")
       ->envname("LF_COORDINATOR");
+  app.add_option("--job-token-file", job_token_file,
+                 "file holding the job token sent with every RPC (else env LF_JOB_TOKEN)")
+      ->envname("LF_JOB_TOKEN_FILE");
+  app.add_option("--tls-ca-file", tls_ca_file,
+                 "PEM CA that signed the coordinator's certificate: talk TLS, trusting only it")
+      ->envname("LF_TLS_CA_FILE");
+  app.add_option("--tls-server-name", tls_server_name,
+                 "name in the coordinator's certificate when it differs from the dialled host")
+      ->envname("LF_TLS_SERVER_NAME");
   app.add_option("--resume", resume,
                  "continue from a checkpoint directory, or the newest complete one in a folder")
       ->envname("LF_RESUME");
@@ -117,8 +129,10 @@ int run_worker(int argc, char** argv) {
     if (under_mpi) MpiRuntime::abort(code);
     return code;
   };
+  ClientSecurity security;
   try {
-    CoordinatorClient client(coordinator);
+    security = load_client_security(job_token_file, tls_ca_file, tls_server_name);
+    CoordinatorClient client(coordinator, security);
     WorkerIdentity me;
     me.rank = rank;
     me.world_size = launch.world_size;
@@ -248,7 +262,7 @@ int run_worker(int argc, char** argv) {
     std::fprintf(stderr, "lorafleet-worker: error: rank %d: %s (exit %d)\n", rank, e.what(), code);
     std::fflush(stderr);
     try {
-      CoordinatorClient(coordinator).finish(rank, 0, false, e.what());
+      CoordinatorClient(coordinator, security).finish(rank, 0, false, e.what());
     } catch (...) {
     }
     return fail(code);

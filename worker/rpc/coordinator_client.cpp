@@ -48,6 +48,13 @@ struct CoordinatorClient::Impl {
   bool stop = false;
   std::string stop_reason;
 
+  std::string job_token;  // "" sends no authorization metadata
+
+  // Call right after creating each grpc::ClientContext: adds what every RPC must carry.
+  void prepare(grpc::ClientContext* ctx) const {
+    if (!job_token.empty()) ctx->AddMetadata("authorization", "Bearer " + job_token);
+  }
+
   // Progress sender.
   std::mutex mu;
   std::condition_variable cv;
@@ -77,6 +84,7 @@ struct CoordinatorClient::Impl {
     bool retrying = false;
     while (true) {
       grpc::ClientContext ctx;
+      prepare(&ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + per_attempt);
       ctx.set_wait_for_ready(wait_for_ready);
       const grpc::Status s = rpc(&ctx);
@@ -125,6 +133,7 @@ struct CoordinatorClient::Impl {
       req.set_generation(generation.load());
       pb::ProgressAck ack;
       grpc::ClientContext ctx;
+      prepare(&ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       const grpc::Status s = stub->ReportProgress(&ctx, req, &ack);
       if (s.ok()) {
@@ -145,7 +154,8 @@ struct CoordinatorClient::Impl {
   }
 };
 
-CoordinatorClient::CoordinatorClient(const std::string& address, const RetryPolicy& retry)
+CoordinatorClient::CoordinatorClient(const std::string& address, const ClientSecurity& security,
+                                     const RetryPolicy& retry)
     : impl_(std::make_unique<Impl>()), address_(address) {
   impl_->address = address;
   impl_->retry = retry;
@@ -156,8 +166,15 @@ CoordinatorClient::CoordinatorClient(const std::string& address, const RetryPoli
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  impl_->channel =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!security.tls_root_pem.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = security.tls_root_pem;  // only this CA, not the system roots
+    credentials = grpc::SslCredentials(tls);
+    if (!security.tls_server_name.empty()) args.SetSslTargetNameOverride(security.tls_server_name);
+  }
+  impl_->job_token = security.job_token;
+  impl_->channel = grpc::CreateCustomChannel(address, credentials, args);
   impl_->stub = pb::Coordinator::NewStub(impl_->channel);
   impl_->sender = std::thread([this] { impl_->send_loop(); });
 }

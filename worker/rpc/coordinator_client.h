@@ -11,6 +11,7 @@
 
 #include "common/data/dataset.h"
 #include "common/data/epoch_plan.h"
+#include "worker/rpc/client_security.h"
 
 namespace lf {
 
@@ -82,8 +83,11 @@ struct ProgressUpdate {
 
 class CoordinatorClient {
  public:
-  // address = "host:port". Does not connect yet.
-  explicit CoordinatorClient(const std::string& address, const RetryPolicy& retry = {});
+  // address = "host:port". Does not connect yet. `security`: the job token sent with every RPC
+  // and TLS (see client_security.h); the default is plaintext without a token. `retry`: how long
+  // and how often RPCs are retried while the coordinator is unreachable.
+  explicit CoordinatorClient(const std::string& address, const ClientSecurity& security = {},
+                             const RetryPolicy& retry = {});
   ~CoordinatorClient();
 
   // Registers and waits until every rank has registered. Retries "unavailable" with backoff
