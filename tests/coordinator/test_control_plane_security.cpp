@@ -150,13 +150,15 @@ class ControlPlaneSecurity : public ::testing::Test {
       << "training:\n"
       << "  max_train_steps: 4\n"
       << "output:\n"
-      << "  output_dir: " << r << "/out\n"
+      // One output_dir per config: its coordinator state belongs to that job alone.
+      << "  output_dir: " << r << "/out" << ++configs_made_ << "\n"
       << "coordinator:\n"
       << "  listen_address: " << listen << "\n"
       << "  metrics_address: \"\"\n"
       << coordinator_extra;
     return parse_job_config(y.str(), "security.yaml");
   }
+  inline static int configs_made_ = 0;
   static std::string token_line() {
     return "  job_token_file: " + (*root_ / "token").string() + "\n";
   }
