@@ -26,7 +26,17 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
   comm.barrier();
   // The generator that step `global_step` will draw from, as the resume check expects.
   auto gen = make_noise_generator(job.shared_seed, rank, state.global_step);
-  save_rng_state(staging, rank, gen.get_state());
+  // A failed write (disk full, I/O error) throws naming the file; the staging dir goes, the
+  // previous checkpoint stays the newest committed one, and worker_app aborts the job.
+  auto discard_on_error = [&](auto&& write) {
+    try {
+      write();
+    } catch (...) {
+      discard_staging_dir(staging);
+      throw;
+    }
+  };
+  discard_on_error([&] { save_rng_state(staging, rank, gen.get_state()); });
 
   Written written;
   written.checkpoint_dir = (root / name).string();
@@ -59,13 +69,16 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
     }
     const auto lora_state = lora.state_dict();
     const auto metadata = kohya_lora_metadata(config, facts);
-    save_kohya_lora((fs::path(staging) / "lora.safetensors").string(), lora_state, metadata);
-    TrainState to_save = state;
-    to_save.optimizer = optimizer.state_dict(param_names);
-    to_save.plan_epoch = plan.epoch;
-    to_save.plan_digest = epoch_plan_digest(plan);
-    save_train_state(staging, to_save);
+    discard_on_error([&] {
+      save_kohya_lora((fs::path(staging) / kCheckpointLoraFile).string(), lora_state, metadata);
+      TrainState to_save = state;
+      to_save.optimizer = optimizer.state_dict(param_names);
+      to_save.plan_epoch = plan.epoch;
+      to_save.plan_digest = epoch_plan_digest(plan);
+      save_train_state(staging, to_save);
+    });
     comm.barrier();  // every rank's RNG file is durable
+    // Renames the staging dir into place and writes COMMITTED last (cleans up itself on error).
     publish_staging_dir(staging, root.string(), state.global_step);
     const std::string copy_name =
         final_save ? config.output.output_name + ".safetensors"

@@ -1,9 +1,11 @@
 // Writes one checkpoint collectively (see worker/io/checkpoint.h for the layout):
 //   rank 0 prepares a staging dir → every rank saves its RNG state → rank 0 writes the LoRA and
-//   the train state → barrier → rank 0 renames the dir into place and writes the kohya-style
-//   LoRA copy next to it → barrier → every rank reports the step to the coordinator.
-// A failure on any rank aborts the MPI job (worker_app), so nobody waits in a barrier forever;
-// the previous checkpoint is never touched.
+//   the train state → barrier → rank 0 renames the dir into place, writes its COMMITTED marker
+//   and the kohya-style LoRA copy next to it → barrier → every rank reports the step to the
+//   coordinator.
+// A failure on any rank (disk full...) throws naming the file, removes the staging dir
+// best-effort and aborts the MPI job (worker_app), so nobody waits in a barrier forever; the
+// previous checkpoint is never touched and stays the newest committed one.
 #pragma once
 
 #include <cstdint>
