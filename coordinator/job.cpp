@@ -130,6 +130,13 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
     std::lock_guard<std::mutex> lock(mutex_);
     if (has_schedule_ && schedule_.world_size == world_size &&
         schedule_.gradient_accumulation_steps == accum) {
+      if (resumed_) {
+        resumed_ = false;
+        resumed_epoch_ = -1;
+        resumed_lineage_.clear();
+        schedule_ = fresh_schedule_;
+        plan_cache_.clear();
+      }
       return schedule_;
     }
   }
@@ -224,7 +231,11 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
   }
   std::lock_guard<std::mutex> lock(mutex_);
   schedule_ = s;
+  fresh_schedule_ = s;
   has_schedule_ = true;
+  resumed_ = false;
+  resumed_epoch_ = -1;
+  resumed_lineage_.clear();
   plan_cache_.clear();
   plan_cache_[0] = std::move(plan0);
   std::int64_t min_steps = s.epoch_steps[0], max_steps = s.epoch_steps[0];
@@ -251,8 +262,117 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
   return s;
 }
 
+JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
+  JobSchedule s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!has_schedule_) {
+      throw std::logic_error("the job has no schedule yet (world_size unknown)");
+    }
+    s = fresh_schedule_;
+  }
+  const PlanOptions options = plan_options(s.world_size);
+  const std::int64_t accum = s.gradient_accumulation_steps;
+  std::int64_t lineage_batches = 0;
+  for (const PlanSegment& seg : resume.lineage) {
+    if (seg.world_size < 1 || seg.batches < 0) {
+      throw std::invalid_argument("resume: a plan segment has world_size " +
+                                  std::to_string(seg.world_size) + " and " +
+                                  std::to_string(seg.batches) + " batches");
+    }
+    lineage_batches += seg.batches;
+  }
+  if (resume.epoch < 0 || resume.global_step < 0 || lineage_batches != resume.batches_in_epoch) {
+    throw std::invalid_argument(
+        "resume: epoch " + std::to_string(resume.epoch) + ", global_step " +
+        std::to_string(resume.global_step) + ", " + std::to_string(resume.batches_in_epoch) +
+        " batches consumed, but the plan lineage adds up to " + std::to_string(lineage_batches));
+  }
+  // The resumed epoch's plan: the checkpoint's, continued on this world size after its prefix.
+  std::vector<PlanSegment> lineage;
+  if (resume.batches_in_epoch > 0) {
+    lineage = resume.lineage;
+    lineage.push_back({s.world_size, 0});
+  }
+  const int r = resume.epoch;
+  const TrainingSection& t = config_.training;
+  const bool same_every_epoch =
+      options.reg_selection == "first" || dataset_.num_reg_samples_raw == 0;
+  const bool past_end = t.max_train_epochs > 0 && r >= t.max_train_epochs;
+  std::shared_ptr<const EpochPlan> resumed;
+  if (!past_end) {
+    resumed = std::make_shared<const EpochPlan>(
+        build_continued_epoch_plan(dataset_, options, r, lineage));
+  }
+  const std::int64_t resumed_batches =
+      resumed ? static_cast<std::int64_t>(resumed->batches.size()) : 0;
+  if (resumed && resume.batches_in_epoch >= resumed_batches) {
+    throw std::invalid_argument("resume: " + std::to_string(resume.batches_in_epoch) +
+                                " batches of epoch " + std::to_string(r + 1) +
+                                " consumed, but its plan holds " +
+                                std::to_string(resumed_batches));
+  }
+  auto batches_of = [&](int e) -> std::int64_t {
+    if (e == r && resumed) return resumed_batches;
+    if (e < static_cast<int>(s.epoch_batches.size())) return s.epoch_batches[e];
+    if (same_every_epoch) return s.epoch_batches[0];
+    return static_cast<std::int64_t>(build_epoch_plan(dataset_, options, e).batches.size());
+  };
+  auto steps_of = [&](std::int64_t batches) { return (batches + accum - 1) / accum; };
+  // Checkpoints fall on optimizer steps, so the consumed prefix is whole steps.
+  const std::int64_t remaining =
+      resumed ? steps_of(resumed_batches) - resume.batches_in_epoch / accum : 0;
+  JobSchedule out = s;
+  if (t.max_train_epochs > 0) {
+    out.num_epochs = t.max_train_epochs;
+    out.max_train_steps = resume.global_step + remaining;
+    for (int e = r + 1; e < out.num_epochs; ++e) out.max_train_steps += steps_of(batches_of(e));
+  } else {
+    std::int64_t covered = resume.global_step + remaining;
+    int e = r + 1;
+    while (covered < out.max_train_steps) {
+      const std::int64_t n = steps_of(batches_of(e));
+      if (n <= 0) {
+        throw std::invalid_argument("epoch " + std::to_string(e + 1) +
+                                    " of the plan holds no training step");
+      }
+      covered += n;
+      ++e;
+    }
+    out.num_epochs = e;
+  }
+  out.epoch_batches.clear();
+  out.epoch_steps.clear();
+  for (int e = 0; e < out.num_epochs; ++e) {
+    out.epoch_batches.push_back(batches_of(e));
+    out.epoch_steps.push_back(steps_of(out.epoch_batches.back()));
+  }
+  if (!out.epoch_steps.empty()) out.steps_per_epoch = static_cast<int>(out.epoch_steps[0]);
+  std::lock_guard<std::mutex> lock(mutex_);
+  schedule_ = out;
+  plan_cache_.clear();
+  resumed_ = true;
+  resumed_epoch_ = resumed ? r : -1;
+  resumed_lineage_ = lineage;
+  if (resumed) plan_cache_[r] = resumed;
+  LF_INFO("resume at global_step " << resume.global_step << ", epoch " << r + 1 << " after "
+                                   << resume.batches_in_epoch << " batches: " << remaining
+                                   << " steps left in that epoch on world_size "
+                                   << out.world_size << ", max_train_steps "
+                                   << out.max_train_steps << ", " << out.num_epochs
+                                   << " epochs");
+  return out;
+}
+
+EpochPlan CoordinatorJob::full_epoch_plan(int epoch, int world_size) const {
+  return build_epoch_plan(dataset_, plan_options(world_size), epoch);
+}
+
 void CoordinatorJob::clear_world_size() {
   std::lock_guard<std::mutex> lock(mutex_);
+  resumed_ = false;
+  resumed_epoch_ = -1;
+  resumed_lineage_.clear();
   has_schedule_ = false;
   schedule_ = JobSchedule{};
   plan_cache_.clear();
@@ -280,8 +400,12 @@ std::shared_ptr<const EpochPlan> CoordinatorJob::epoch_plan(int epoch) const {
   }
   auto it = plan_cache_.find(epoch);
   if (it != plan_cache_.end()) return it->second;
+  // The resumed epoch is rebuilt (after an eviction) as the same continued plan.
   auto plan = std::make_shared<const EpochPlan>(
-      build_epoch_plan(dataset_, plan_options(schedule_.world_size), epoch));
+      epoch == resumed_epoch_
+          ? build_continued_epoch_plan(dataset_, plan_options(schedule_.world_size), epoch,
+                                       resumed_lineage_)
+          : build_epoch_plan(dataset_, plan_options(schedule_.world_size), epoch));
   plan_cache_[epoch] = plan;
   // Evict the epoch farthest from the one asked for (workers move forward together).
   while (plan_cache_.size() > kPlanCacheSize) {

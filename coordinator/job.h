@@ -32,6 +32,18 @@ struct JobSchedule {
   int reg_images_never_used = 0;
 };
 
+// Where a resumed group continues (from a checkpoint's train state). The epoch it resumes in is
+// served as the plan the checkpoint trained on, continued on the new world size
+// (build_continued_epoch_plan), so the rest of that epoch holds exactly its remaining samples.
+struct JobResume {
+  std::int64_t global_step = 0;       // optimizer steps completed
+  int epoch = 0;                      // 0-based epoch of the next step
+  std::int64_t batches_in_epoch = 0;  // global batches of `epoch` consumed
+  // The (world_size, batches) segments `epoch`'s batches_in_epoch were consumed in (their sum);
+  // empty when batches_in_epoch is 0.
+  std::vector<PlanSegment> lineage;
+};
+
 // The dataset scan options of a config (its datasets and the dataset section's scan keys).
 ScanOptions scan_options_from(const JobConfig& config);
 
@@ -52,8 +64,18 @@ class CoordinatorJob {
   // `gradient_accumulation_steps` when > 0, and drops cached plans of any other world_size.
   // Throws std::invalid_argument when world_size < 1, when an epoch would hold no step or more
   // than kMaxSamplesPerEpoch samples, or the step budget is not positive; the job is unchanged
-  // then. Thread-safe.
+  // then. Undoes set_resume. Thread-safe.
   JobSchedule set_world_size(int world_size, int gradient_accumulation_steps = 0);
+  // Replans the rest of the job, under the current world size, for a group resuming at
+  // `resume`. The resumed epoch is served as the checkpoint's plan continued on this world size
+  // (its batches keep the consumed prefix, so epoch_batches counts the whole epoch); later epochs
+  // are planned as usual. max_train_epochs given: max_train_steps = resume.global_step + the
+  // resumed epoch's remaining steps + the later epochs' steps (so the LR schedule's total
+  // follows the new world size; with no world-size change it equals the fresh schedule's).
+  // max_train_steps given: kept; num_epochs covers it. Throws std::logic_error without a
+  // schedule, std::invalid_argument when the lineage does not add up to batches_in_epoch or
+  // consumes more batches than the plan holds; the job is unchanged then. Thread-safe.
+  JobSchedule set_resume(const JobResume& resume);
   // Forgets the world_size (e.g. the only registration that set it timed out). Thread-safe.
   void clear_world_size();
   // Whether set_world_size succeeded (and was not cleared). Thread-safe.
@@ -68,6 +90,11 @@ class CoordinatorJob {
   // (concurrent callers for the same epoch wait for one build). Throws std::out_of_range
   // when epoch is outside [0, num_epochs), std::logic_error without a schedule. Thread-safe.
   std::shared_ptr<const EpochPlan> epoch_plan(int epoch) const;
+
+  // The plan of `epoch` as build_epoch_plan gives it for `world_size` (no resume continuation,
+  // not cached): what a checkpoint written by another group size trained on. Throws
+  // std::invalid_argument as build_epoch_plan.
+  EpochPlan full_epoch_plan(int epoch, int world_size) const;
 
   // Plans kept in the cache; the oldest epochs are evicted beyond this (rebuilt on demand).
   static constexpr std::size_t kPlanCacheSize = 8;
@@ -84,6 +111,12 @@ class CoordinatorJob {
   bool has_schedule_ = false;
   JobSchedule schedule_;
   mutable std::map<int, std::shared_ptr<const EpochPlan>> plan_cache_;
+  // set_resume: the epoch served continued and the lineage of the plan it continues (whose last
+  // segment is this world size); -1 when no resume applies.
+  bool resumed_ = false;
+  int resumed_epoch_ = -1;
+  std::vector<PlanSegment> resumed_lineage_;
+  JobSchedule fresh_schedule_;  // set_world_size's, which set_resume starts from
 };
 
 }  // namespace lf

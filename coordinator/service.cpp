@@ -24,6 +24,23 @@ static std::string seconds_text(std::chrono::milliseconds d) {
   return os.str();
 }
 
+// The wire form of a resume position.
+static void fill_resume_point(const CheckpointPosition& p, pb::ResumePoint* out) {
+  out->set_checkpoint(p.dir);
+  out->set_global_step(p.global_step);
+  out->set_epoch(p.epoch);
+  out->set_batches_in_epoch(p.batches_in_epoch);
+  out->set_samples_in_epoch(p.samples_in_epoch);
+  out->set_world_size(p.world_size);
+  out->set_plan_digest(p.plan_digest);
+  out->set_plan_epoch(p.plan_epoch);
+  for (const PlanSegment& seg : p.plan_lineage) {
+    pb::PlanSegment* o = out->add_plan_lineage();
+    o->set_world_size(seg.world_size);
+    o->set_batches(seg.batches);
+  }
+}
+
 static bool is_restart_cause(const std::string& cause) {
   const auto& causes = CoordinatorMetrics::kRestartCauses;
   return std::find(causes.begin(), causes.end(), cause) != causes.end();
@@ -104,6 +121,21 @@ void CoordinatorService::restore(const StoredJob& stored) {
       throw std::runtime_error("coordinator state " + path +
                                ": the stored assignment of generation " +
                                std::to_string(generation_) + " does not parse");
+    }
+    if (assignment_.has_resume_point()) {
+      // The generation resumed a checkpoint: its schedule continues that checkpoint's plan.
+      const pb::ResumePoint& p = assignment_.resume_point();
+      JobResume r;
+      r.global_step = p.global_step();
+      r.epoch = p.epoch();
+      r.batches_in_epoch = p.batches_in_epoch();
+      if (r.batches_in_epoch > 0) {
+        for (const pb::PlanSegment& seg : p.plan_lineage()) {
+          r.lineage.push_back({seg.world_size(), seg.batches()});
+        }
+      }
+      const JobSchedule resumed = job_.set_resume(r);
+      metrics_.set_job(resumed.world_size, resumed.max_train_steps, resumed.num_epochs);
     }
     for (const StoredRank& r : stored.ranks) {
       if (r.rank < 0 || r.rank >= world_size_) continue;
@@ -251,8 +283,13 @@ void CoordinatorService::complete_registration(Clock::time_point now) {
   checkpoint_ranks_.clear();
   checkpoint_paths_.clear();
 
-  // >>> issue 5 resume planning: plan_group_resume() is called here, once per generation, with
-  // the ranks registered and before the assignment is fixed (it fills assignment_.resume_point).
+  // What the group resumes from decides the schedule, so it is planned before the assignment.
+  group_resume_status_ = plan_group_resume();
+  if (!group_resume_status_.ok()) {
+    finish_job(1, group_resume_status_.error_message());
+    cv_.notify_all();
+    return;
+  }
 
   const JobSchedule s = job_.schedule();
   const JobConfig& c = job_.config();
@@ -269,6 +306,7 @@ void CoordinatorService::complete_registration(Clock::time_point now) {
   // Env-mode rendezvous: rank 0's store address and NCCL id, relayed to every rank.
   assignment_.set_rendezvous_address(ranks_[0].rendezvous_address);
   assignment_.set_nccl_unique_id(ranks_[0].nccl_unique_id);
+  if (group_resume_) fill_resume_point(*group_resume_, assignment_.mutable_resume_point());
 
   std::vector<StoredRank> stored;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -355,6 +393,73 @@ void CoordinatorService::update_progress_metrics() {
 void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* response) const {
   *response = assignment_;
   response->set_rank(rank);
+}
+
+grpc::Status CoordinatorService::plan_group_resume() {
+  group_resume_.reset();
+  // Every rank must have asked for the same thing: one answer is planned for the group.
+  std::map<std::string, std::string> ranks_by_request;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    std::string& list = ranks_by_request[ranks_[r].resume_request];
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (ranks_by_request.size() > 1) {
+    std::string detail;
+    for (const auto& [request, ranks] : ranks_by_request) {
+      detail += (detail.empty() ? "" : "; ") + std::string("ranks ") + ranks + ": " +
+                (request.empty() ? std::string("no --resume") : "--resume " + request);
+    }
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "the ranks asked to resume from different checkpoints (" + detail +
+                "); start every rank with the same --resume"};
+  }
+  const std::string request = ranks_by_request.begin()->first;
+  try {
+    std::optional<CheckpointPosition> pos =
+        resolve_resume_request(request, job_.config().output.output_dir);
+    JobSchedule s;
+    if (!pos) {
+      s = job_.set_world_size(world_size_);  // undoes an earlier generation's resume
+      if (!request.empty()) LF_INFO("--resume auto: no checkpoint yet, starting fresh");
+    } else {
+      if (pos->shared_seed != job_.shared_seed()) {
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                pos->dir + ": checkpoint was trained with seed " +
+                    std::to_string(pos->shared_seed) + ", the job has seed " +
+                    std::to_string(job_.shared_seed())};
+      }
+      // The plan the checkpoint's last step came from, rebuilt from this job's data and
+      // options: a different digest means they changed since.
+      if (!pos->plan_digest.empty() && pos->plan_epoch >= 0 &&
+          epoch_plan_digest(build_continued_epoch_plan(
+              job_.dataset(), job_.plan_options(world_size_), pos->plan_epoch,
+              pos->plan_lineage)) != pos->plan_digest) {
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                pos->dir + ": this job's plan of epoch " + std::to_string(pos->plan_epoch + 1) +
+                    " differs from the one the checkpoint was trained on: the dataset (images, "
+                    "captions) or an option that shapes the plan (seed, reg_selection, "
+                    "num_repeats, flip_aug, random_crop, caption options, bucket options, "
+                    "batch sizes) changed since; resume with the same data and config, or start "
+                    "a new run in another output_dir"};
+      }
+      JobResume r;
+      r.global_step = pos->global_step;
+      r.epoch = pos->epoch;
+      r.batches_in_epoch = pos->batches_in_epoch;
+      if (pos->batches_in_epoch > 0) r.lineage = pos->plan_lineage;
+      s = job_.set_world_size(world_size_);
+      s = job_.set_resume(r);
+      LF_INFO("the group resumes from " << pos->dir << " (written by " << pos->world_size
+                                        << " ranks) at global_step " << pos->global_step
+                                        << " on " << world_size_ << " ranks");
+      group_resume_ = std::move(pos);
+    }
+    metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
+  } catch (const std::exception& e) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "cannot resume (--resume " + request + "): " + e.what()};
+  }
+  return grpc::Status::OK;
 }
 
 // ---- RPCs --------------------------------------------------------------------------------
@@ -451,6 +556,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   me.metrics_port = request->metrics_port();
   me.rendezvous_address = request->rendezvous_address();
   me.nccl_unique_id = request->nccl_unique_id();
+  me.resume_request = request->resume_point().checkpoint();
   me.last_seen = now;
   const std::uint64_t my_id = me.registration_id;
   const int registered = count_registered();
@@ -479,6 +585,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   if (registration_complete_ && mine()) {
     ranks_[rank].in_register = false;
     ranks_[rank].last_seen = Clock::now();
+    if (!group_resume_status_.ok()) return group_resume_status_;
     fill_register_response(rank, response);
     return grpc::Status::OK;
   }
@@ -553,8 +660,15 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext* context,
   }
   std::shared_ptr<const EpochPlan> plan;
   try {
+    if (request->world_size() > 0) {
+      // The full plan for another world size, e.g. the one a checkpoint was trained on.
+      to_proto(job_.full_epoch_plan(epoch, request->world_size()), response);
+      return grpc::Status::OK;
+    }
     plan = job_.epoch_plan(epoch);
   } catch (const std::out_of_range& e) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, std::string("GetEpochPlan: ") + e.what()};
+  } catch (const std::invalid_argument& e) {
     return {grpc::StatusCode::INVALID_ARGUMENT, std::string("GetEpochPlan: ") + e.what()};
   } catch (const std::exception& e) {
     return {grpc::StatusCode::INTERNAL, std::string("GetEpochPlan: ") + e.what()};

@@ -27,6 +27,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/job.h"
 #include "coordinator/state_store.h"
+#include "coordinator/resume_point.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 
 namespace lf {
@@ -139,6 +140,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
     double learning_rate = 0.0;
     std::int64_t samples = 0;
     double samples_per_second = 0.0;
+    std::string resume_request;  // RegisterRequest.resume_point.checkpoint: "", "auto" or a path
   };
 
   // All helpers below require mutex_ held.
@@ -165,6 +167,12 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   void update_membership_metrics(Clock::time_point now);
   void update_progress_metrics();
   void fill_register_response(int rank, lorafleet::v1::RegisterResponse* response) const;
+  // Once per complete registration: resolves the ranks' common --resume request to a
+  // checkpoint (or a fresh run), checks that this job's plan of the checkpoint's epoch is the
+  // one it trained on, and replans the rest of the job for this world size (set_resume). Sets
+  // group_resume_; on failure returns FAILED_PRECONDITION (ranks asking different things, a
+  // missing or foreign checkpoint, a changed plan) and the job cannot start.
+  grpc::Status plan_group_resume();
   void tick_loop();
 
   CoordinatorJob& job_;
@@ -197,6 +205,9 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   std::map<std::int64_t, std::string> checkpoint_paths_;
   std::set<std::int64_t> committed_steps_;
   std::int64_t last_committed_step_ = -1;
+  // What the current generation resumes from (nullopt: fresh), and why it cannot start.
+  std::optional<CheckpointPosition> group_resume_;
+  grpc::Status group_resume_status_;
   bool done_ = false;
   bool shutting_down_ = false;
   bool stop_ticker_ = false;

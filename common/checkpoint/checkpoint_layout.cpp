@@ -453,6 +453,7 @@ std::map<std::string, std::string> train_position_metadata(const TrainPosition& 
   put("batch_sizes", join_ints(s.batch_sizes));
   put("plan_epoch", std::to_string(s.plan_epoch));
   put("plan_digest", s.plan_digest);
+  put("plan_lineage", format_plan_lineage(s.plan_lineage));
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", s.training_started_at);
   put("training_started_at", buf);
@@ -484,6 +485,16 @@ TrainPosition parse_train_position(const std::map<std::string, std::string>& m,
   const std::vector<std::int64_t> plan_epoch = optional_ints(m, "plan_epoch", file);
   s.plan_epoch = plan_epoch.empty() ? -1 : static_cast<int>(plan_epoch[0]);
   if (const std::string* digest = find_key(m, "plan_digest")) s.plan_digest = *digest;
+  const std::string* lineage = find_key(m, "plan_lineage");
+  if (lineage != nullptr && !lineage->empty()) {
+    try {
+      s.plan_lineage = parse_plan_lineage(*lineage);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(file + ": " + e.what());
+    }
+  } else {
+    s.plan_lineage = {{s.world_size, s.step_in_epoch}};  // one group served the whole epoch
+  }
   return s;
 }
 

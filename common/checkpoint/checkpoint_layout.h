@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "common/data/epoch_plan.h"
+
 namespace lf {
 
 inline constexpr const char* kCheckpointMarkerFile = "COMMITTED";
@@ -129,6 +131,10 @@ struct TrainPosition {
   // -1 / "" in checkpoints without them.
   int plan_epoch = -1;
   std::string plan_digest;
+  // How plan_epoch's plan was served (epoch_plan.h build_continued_epoch_plan): (world_size,
+  // batches) segments, the last one this group's. Mid-epoch the batches add up to
+  // step_in_epoch. Checkpoints without it load as one segment {world_size, step_in_epoch}.
+  std::vector<PlanSegment> plan_lineage;
 };
 
 // The header metadata recording `position` (keys "lorafleet.state.*", including the version).

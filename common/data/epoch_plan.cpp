@@ -363,6 +363,123 @@ std::string epoch_plan_digest(const EpochPlan& plan) {
   return sha256_hex(text);
 }
 
+std::string format_plan_lineage(const std::vector<PlanSegment>& lineage) {
+  std::string out;
+  for (const PlanSegment& seg : lineage) {
+    out += (out.empty() ? "" : ",") + std::to_string(seg.world_size) + ":" +
+           std::to_string(seg.batches);
+  }
+  return out;
+}
+
+std::vector<PlanSegment> parse_plan_lineage(const std::string& text) {
+  std::vector<PlanSegment> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    const std::size_t colon = item.find(':');
+    PlanSegment seg;
+    std::size_t used_ws = 0, used_b = 0;
+    bool ok = colon != std::string::npos && colon > 0 && colon + 1 < item.size();
+    if (ok) {
+      try {
+        seg.world_size = std::stoi(item.substr(0, colon), &used_ws);
+        seg.batches = std::stoll(item.substr(colon + 1), &used_b);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || used_ws != colon || used_b != item.size() - colon - 1 || seg.world_size < 1 ||
+        seg.batches < 0) {
+      throw std::invalid_argument("plan lineage '" + text +
+                                  "' is not a list of world_size:batches (e.g. 2:3,1:4)");
+    }
+    out.push_back(seg);
+    at = end + 1;
+    if (end + 1 == text.size()) {
+      throw std::invalid_argument("plan lineage '" + text + "' ends with a comma");
+    }
+  }
+  return out;
+}
+
+EpochPlan continue_epoch_plan(const EpochPlan& plan, std::int64_t consumed_batches,
+                              int new_world_size) {
+  const auto n = static_cast<std::int64_t>(plan.batches.size());
+  if (new_world_size < 1 || consumed_batches < 0 || consumed_batches > n) {
+    throw std::invalid_argument("continue_epoch_plan: expected new_world_size >= 1 and "
+                                "consumed_batches in [0, " + std::to_string(n) + "], got " +
+                                std::to_string(new_world_size) + " and " +
+                                std::to_string(consumed_batches));
+  }
+  EpochPlan out;
+  out.epoch = plan.epoch;
+  out.reg_indices = plan.reg_indices;
+  out.reg_images_used = plan.reg_images_used;
+  out.reg_images_unused = plan.reg_images_unused;
+  out.reg_cursor_begin = plan.reg_cursor_begin;
+  out.reg_cursor_end = plan.reg_cursor_end;
+  out.batches.assign(plan.batches.begin(), plan.batches.begin() + consumed_batches);
+  // Remaining samples per (dataset, bucket), in plan order, with their position among all
+  // remaining samples (which orders the new batches).
+  struct Group {
+    int batch_size = 1;
+    std::vector<std::pair<std::int64_t, const PlanSample*>> samples;
+  };
+  std::map<std::pair<int, BucketReso>, Group> groups;
+  std::int64_t position = 0;
+  for (std::int64_t k = consumed_batches; k < n; ++k) {
+    const GlobalBatch& b = plan.batches[k];
+    Group& g = groups[{b.dataset_index, b.bucket}];
+    g.batch_size = b.batch_size;
+    for (const PlanSample& s : b.samples) g.samples.emplace_back(position++, &s);
+  }
+  std::vector<std::pair<std::int64_t, GlobalBatch>> fresh;  // (first sample's position, batch)
+  for (const auto& [key, g] : groups) {
+    const std::size_t global = static_cast<std::size_t>(new_world_size) *
+                               static_cast<std::size_t>(std::max(1, g.batch_size));
+    for (std::size_t begin = 0; begin < g.samples.size(); begin += global) {
+      const std::size_t end = std::min(g.samples.size(), begin + global);
+      GlobalBatch batch;
+      batch.dataset_index = key.first;
+      batch.bucket = key.second;
+      batch.batch_size = g.batch_size;
+      for (std::size_t i = begin; i < end; ++i) batch.samples.push_back(*g.samples[i].second);
+      fresh.emplace_back(g.samples[begin].first, std::move(batch));
+    }
+  }
+  // Positions are distinct, so the order is total.
+  std::sort(fresh.begin(), fresh.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [pos, batch] : fresh) out.batches.push_back(std::move(batch));
+  return out;
+}
+
+EpochPlan build_continued_epoch_plan(const Dataset& dataset, const PlanOptions& options,
+                                     int epoch, const std::vector<PlanSegment>& lineage) {
+  if (lineage.empty()) return build_epoch_plan(dataset, options, epoch);
+  PlanOptions first = options;
+  first.world_size = lineage[0].world_size;
+  EpochPlan plan = build_epoch_plan(dataset, first, epoch);
+  std::int64_t consumed = 0;
+  for (std::size_t i = 1; i < lineage.size(); ++i) {
+    consumed += lineage[i - 1].batches;
+    // The same world size again: that group was served the same plan (see the header).
+    if (lineage[i].world_size == lineage[i - 1].world_size) {
+      if (consumed < 0 || consumed > static_cast<std::int64_t>(plan.batches.size())) {
+        throw std::invalid_argument("build_continued_epoch_plan: the lineage consumes " +
+                                    std::to_string(consumed) + " batches of a plan of " +
+                                    std::to_string(plan.batches.size()));
+      }
+      continue;
+    }
+    plan = continue_epoch_plan(plan, consumed, lineage[i].world_size);
+  }
+  return plan;
+}
+
 std::pair<int, int> rank_slice(const GlobalBatch& batch, int rank) {
   if (rank < 0 || batch.batch_size < 1) {
     throw std::invalid_argument("rank_slice: expected rank >= 0 and batch_size >= 1, got " +

@@ -84,6 +84,47 @@ EpochPlan build_epoch_plan(const Dataset& dataset, const PlanOptions& options, i
 // dataset or any option that shapes the plan changed. Never throws except std::bad_alloc.
 std::string epoch_plan_digest(const EpochPlan& plan);
 
+// One piece of an epoch trained by a group of one size: `batches` global batches of the plan it
+// was served, consumed by `world_size` ranks.
+struct PlanSegment {
+  int world_size = 1;
+  std::int64_t batches = 0;
+  bool operator==(const PlanSegment& o) const {
+    return world_size == o.world_size && batches == o.batches;
+  }
+};
+
+// A lineage as text, "2:3,1:4" for {{2, 3}, {1, 4}} (world_size:batches per segment; "" for
+// none): its form in a checkpoint's train-state metadata. parse throws std::invalid_argument
+// naming the text on anything else.
+std::string format_plan_lineage(const std::vector<PlanSegment>& lineage);
+std::vector<PlanSegment> parse_plan_lineage(const std::string& text);
+
+// The plan of the same epoch for a group of new_world_size ranks that takes over after the
+// first consumed_batches global batches of `plan`. The result keeps those batches unchanged
+// (so batch indices, and the step_in_epoch of a checkpoint, keep counting within the epoch) and
+// replaces the rest: the remaining samples, in their order in `plan`, grouped by (dataset,
+// bucket), each group cut in order into global batches of new_world_size x the dataset's
+// batch_size (the last of a group may be smaller), the new batches ordered by the position of
+// their first sample among the remaining ones. Every remaining sample is kept exactly once,
+// with its crop, flip and caption; the reg selection and cursors are unchanged. (Even on the
+// plan's own world size this regroups: a group's short last batch may come early in the
+// shuffled order; build_continued_epoch_plan therefore never continues onto the same size.)
+// Pure and deterministic. Throws std::invalid_argument for new_world_size < 1 or
+// consumed_batches outside [0, plan.batches.size()].
+EpochPlan continue_epoch_plan(const EpochPlan& plan, std::int64_t consumed_batches,
+                              int new_world_size);
+
+// The plan a group trained on after a chain of world-size changes within one epoch: the plan
+// of `epoch` built for lineage[0].world_size, then for each later segment i continued (as
+// continue_epoch_plan) after the batches of segments 0..i-1 on lineage[i].world_size. An empty
+// lineage means one segment on options.world_size (build_epoch_plan itself). A segment on the
+// same world size as the one before continues the same plan unchanged (a group that resumed on
+// its own size). The last segment's `batches` does not shape the plan. Throws
+// std::invalid_argument as build_epoch_plan and continue_epoch_plan do (a lineage consuming more batches than exist).
+EpochPlan build_continued_epoch_plan(const Dataset& dataset, const PlanOptions& options,
+                                     int epoch, const std::vector<PlanSegment>& lineage);
+
 // [begin, end) of rank's slice of a global batch: [min(r*bs, n), min((r+1)*bs, n)) with
 // bs = batch.batch_size. Throws std::invalid_argument for rank < 0 or batch_size < 1.
 std::pair<int, int> rank_slice(const GlobalBatch& batch, int rank);

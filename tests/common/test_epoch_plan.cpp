@@ -762,3 +762,158 @@ TEST(EpochPlan, RejectsBadInputs) {
 
 }  // namespace
 }  // namespace lf
+
+namespace lf {
+namespace {
+
+// ---- continuing a plan on another world size ----
+
+GlobalBatch hand_batch(BucketReso bucket, std::vector<int> images) {
+  GlobalBatch b;
+  b.bucket = bucket;
+  b.batch_size = 1;
+  for (int i : images) b.samples.push_back(PlanSample{i, 1.0f, {}, false, ""});
+  return b;
+}
+
+std::vector<std::vector<int>> batch_images(const EpochPlan& p) {
+  std::vector<std::vector<int>> out;
+  for (const auto& b : p.batches) {
+    out.emplace_back();
+    for (const auto& s : b.samples) out.back().push_back(s.image_index);
+  }
+  return out;
+}
+
+// Every field of a sample, for multiset comparisons.
+using SampleKey = std::tuple<int, float, int, int, bool, bool, std::string>;
+std::multiset<SampleKey> sample_keys(const EpochPlan& p, std::size_t from_batch) {
+  std::multiset<SampleKey> out;
+  for (std::size_t k = from_batch; k < p.batches.size(); ++k) {
+    for (const PlanSample& s : p.batches[k].samples) {
+      out.insert({s.image_index, s.loss_weight, s.crop_flip.crop_left, s.crop_flip.crop_top,
+                  s.crop_flip.flip, s.has_caption, s.caption});
+    }
+  }
+  return out;
+}
+
+// A plan of world size 2 over buckets A and B, continued after batch 1 on 3 ranks and on 1:
+// remaining samples 3 4 | 5 6 | 7 | 8 at positions 0..5; B holds 3 4 7 (first at 0), A holds
+// 5 6 8 (first at 2).
+TEST(ContinueEpochPlan, HandComputedRebatching) {
+  const BucketReso a{512, 512}, b{640, 384};
+  EpochPlan plan;
+  plan.epoch = 4;
+  plan.batches = {hand_batch(a, {1, 2}), hand_batch(b, {3, 4}), hand_batch(a, {5, 6}),
+                  hand_batch(b, {7}), hand_batch(a, {8})};
+  plan.reg_indices = {7, 8};
+  plan.reg_cursor_begin = {3};
+  plan.reg_cursor_end = {5};
+  const EpochPlan three = continue_epoch_plan(plan, 1, 3);
+  EXPECT_EQ(batch_images(three), (std::vector<std::vector<int>>{{1, 2}, {3, 4, 7}, {5, 6, 8}}));
+  EXPECT_EQ(three.batches[1].bucket, b);
+  EXPECT_EQ(three.batches[2].bucket, a);
+  EXPECT_EQ(three.epoch, 4);
+  EXPECT_EQ(three.reg_indices, plan.reg_indices);
+  EXPECT_EQ(three.reg_cursor_begin, plan.reg_cursor_begin);
+  EXPECT_EQ(three.reg_cursor_end, plan.reg_cursor_end);
+  const EpochPlan one = continue_epoch_plan(plan, 1, 1);
+  EXPECT_EQ(batch_images(one),
+            (std::vector<std::vector<int>>{{1, 2}, {3}, {4}, {5}, {6}, {7}, {8}}));
+  // Nothing consumed: the whole epoch regrouped; everything consumed: the plan itself.
+  EXPECT_EQ(batch_images(continue_epoch_plan(plan, 0, 4)),
+            (std::vector<std::vector<int>>{{1, 2, 5, 6}, {3, 4, 7}, {8}}));
+  EXPECT_EQ(batch_images(continue_epoch_plan(plan, 5, 3)), batch_images(plan));
+  EXPECT_THROW(continue_epoch_plan(plan, 6, 2), std::invalid_argument);
+  EXPECT_THROW(continue_epoch_plan(plan, -1, 2), std::invalid_argument);
+  EXPECT_THROW(continue_epoch_plan(plan, 1, 0), std::invalid_argument);
+}
+
+// Over a real two-dataset plan with flip and crop draws, for every cut point and world sizes
+// 1..4 both ways: the consumed prefix is unchanged, the remaining samples are kept exactly
+// (multiset of every field), every new batch is one (dataset, bucket) with W x batch_size
+// samples except the last of its group, and the result is deterministic.
+TEST(ContinueEpochPlan, KeepsTheRemainingSamplesExactly) {
+  Builder bld;
+  const int d0 = bld.add_dataset(2);
+  const int d1 = bld.add_dataset(3);
+  SubsetConfig flip;
+  flip.flip_aug = true;
+  flip.random_crop = true;
+  const int s0 = bld.add_subset(d0, false, 2, "2_a", flip);
+  bld.add_images(s0, 3, "a", {512, 512}, 560, 540);
+  bld.add_images(s0, 2, "b", {640, 384});
+  bld.add_images(bld.add_subset(d0, true, 1, "1_p"), 4, "p", {512, 512});
+  const int s1 = bld.add_subset(d1, false, 1, "1_c");
+  bld.add_images(s1, 5, "c", {512, 512});
+  bld.add_images(s1, 4, "d", {384, 640});
+  const Dataset ds = bld.finish();
+  for (int w0 = 1; w0 <= 4; ++w0) {
+    const EpochPlan plan = build_epoch_plan(ds, opts("first", 42, w0), 1);
+    for (std::size_t cut = 0; cut <= plan.batches.size(); ++cut) {
+      for (int w1 = 1; w1 <= 4; ++w1) {
+        SCOPED_TRACE("w0 " + std::to_string(w0) + " cut " + std::to_string(cut) + " w1 " +
+                     std::to_string(w1));
+        const EpochPlan next = continue_epoch_plan(plan, static_cast<std::int64_t>(cut), w1);
+        ASSERT_GE(next.batches.size(), cut);
+        for (std::size_t k = 0; k < cut; ++k) {
+          EXPECT_EQ(batch_images(next)[k], batch_images(plan)[k]);
+        }
+        EXPECT_EQ(sample_keys(next, cut), sample_keys(plan, cut));
+        EXPECT_EQ(next.num_samples(), plan.num_samples());
+        std::map<std::pair<int, BucketReso>, std::vector<std::size_t>> sizes;
+        for (std::size_t k = cut; k < next.batches.size(); ++k) {
+          const GlobalBatch& b = next.batches[k];
+          EXPECT_EQ(b.batch_size, ds.datasets[b.dataset_index].batch_size);
+          for (const PlanSample& s : b.samples) {
+            EXPECT_EQ(ds.images[s.image_index].dataset_index, b.dataset_index);
+            EXPECT_EQ(ds.images[s.image_index].bucket.bucket, b.bucket);
+          }
+          sizes[{b.dataset_index, b.bucket}].push_back(b.samples.size());
+        }
+        for (const auto& [key, v] : sizes) {
+          const std::size_t global = static_cast<std::size_t>(w1) *
+                                     static_cast<std::size_t>(ds.datasets[key.first].batch_size);
+          for (std::size_t i = 0; i + 1 < v.size(); ++i) EXPECT_EQ(v[i], global);
+          EXPECT_GE(v.back(), 1u);
+          EXPECT_LE(v.back(), global);
+        }
+        expect_same_plan(continue_epoch_plan(plan, static_cast<std::int64_t>(cut), w1), next);
+      }
+    }
+  }
+}
+
+// A lineage replays the chain of continuations; the last segment's batches do not shape it.
+TEST(ContinueEpochPlan, LineageReplaysTheChain) {
+  const Dataset ds = train_and_reg(3, 7, 1, 4);
+  const EpochPlan w2 = build_epoch_plan(ds, opts("first", 9, 2), 3);
+  const EpochPlan chain = continue_epoch_plan(continue_epoch_plan(w2, 2, 1), 5, 3);
+  const EpochPlan replayed =
+      build_continued_epoch_plan(ds, opts("first", 9, 8), 3, {{2, 2}, {1, 3}, {3, 1}});
+  expect_same_plan(replayed, chain);
+  EXPECT_EQ(epoch_plan_digest(replayed), epoch_plan_digest(chain));
+  // Consecutive segments of one size are one continuation: 2:1,2:1,1:0 = 2:2,1:0.
+  expect_same_plan(
+      build_continued_epoch_plan(ds, opts("first", 9, 8), 3, {{2, 1}, {2, 1}, {1, 0}}),
+      continue_epoch_plan(w2, 2, 1));
+  // No lineage, or one segment: the plain plan of the options' or the segment's world size.
+  expect_same_plan(build_continued_epoch_plan(ds, opts("first", 9, 2), 3, {}), w2);
+  expect_same_plan(build_continued_epoch_plan(ds, opts("first", 9, 5), 3, {{2, 4}}), w2);
+  EXPECT_THROW(build_continued_epoch_plan(ds, opts("first", 9, 1), 3, {{2, 1000}, {1, 0}}),
+               std::invalid_argument);
+}
+
+TEST(ContinueEpochPlan, LineageText) {
+  EXPECT_EQ(format_plan_lineage({{2, 3}, {1, 4}}), "2:3,1:4");
+  EXPECT_EQ(format_plan_lineage({}), "");
+  EXPECT_EQ(parse_plan_lineage("2:3,1:4"), (std::vector<PlanSegment>{{2, 3}, {1, 4}}));
+  EXPECT_EQ(parse_plan_lineage(""), std::vector<PlanSegment>{});
+  for (const char* bad : {"2", "2:", ":3", "2:3,", "0:3", "2:-1", "2:3x", "a:b", "2:3;1:4"}) {
+    EXPECT_THROW(parse_plan_lineage(bad), std::invalid_argument) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace lf

@@ -25,7 +25,10 @@
 
 #include "common/config/job_config.h"
 #include "common/data/epoch_plan.h"
+#include "common/io/safetensors.h"
 #include "coordinator/job.h"
+#include "coordinator/resume_point.h"
+#include "proto/proto_convert.h"
 #include "coordinator/server.h"
 #include "coordinator/state_store.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
@@ -361,6 +364,168 @@ TEST_F(CoordinatorTest, ScheduleFromMaxTrainEpochs) {
     ASSERT_EQ(cached->batches.size(), fresh.batches.size());
     EXPECT_EQ(cached->reg_indices, fresh.reg_indices);
   }
+}
+
+// ---- resuming on another world size ------------------------------------------------------
+
+// 2 ranks trained 3 batches of epoch 1 (of max_train_epochs 2); the group resumes on 1 and on 3.
+// The resumed epoch is the 2-rank plan continued; max_train_steps = 3 done + the rest of epoch
+// 1 + epoch 2 under the new size; epoch_plan serves the continued plan.
+TEST_F(CoordinatorTest, ResumeOnAnotherWorldSizeReplansTheRest) {
+  CoordinatorJob job(config("  max_train_steps: 1\n  max_train_epochs: 2\n"));
+  const EpochPlan w2 = build_epoch_plan(job.dataset(), job.plan_options(2), 0);
+  // 6 train samples + 6 reg (kohya's rule over 3 reg images) per epoch.
+  ASSERT_EQ(w2.num_samples(), 12);
+  JobResume r;
+  r.global_step = 3;
+  r.epoch = 0;
+  r.batches_in_epoch = 3;
+  r.lineage = {{2, 3}};
+  std::int64_t consumed_samples = 0;
+  for (int k = 0; k < 3; ++k) {
+    consumed_samples += static_cast<std::int64_t>(w2.batches[k].samples.size());
+  }
+  for (int w1 : {1, 3}) {
+    SCOPED_TRACE("world_size " + std::to_string(w1));
+    const JobSchedule fresh = job.set_world_size(w1);
+    const JobSchedule s = job.set_resume(r);
+    const EpochPlan continued = continue_epoch_plan(w2, 3, w1);
+    const auto served = job.epoch_plan(0);
+    EXPECT_EQ(epoch_plan_digest(*served), epoch_plan_digest(continued));
+    EXPECT_EQ(served->num_samples(), 12);
+    const std::int64_t rest = static_cast<std::int64_t>(continued.batches.size()) - 3;
+    const std::int64_t epoch2 = static_cast<std::int64_t>(job.epoch_plan(1)->batches.size());
+    EXPECT_EQ(epoch2, fresh.epoch_steps[1]);
+    EXPECT_EQ(s.num_epochs, 2);
+    EXPECT_EQ(s.epoch_batches[0], 3 + rest);
+    EXPECT_EQ(s.max_train_steps, 3 + rest + epoch2);
+    EXPECT_EQ(s.max_train_steps, w1 == 1 ? 21 : 11);  // 3 + 6 + 12; 3 + 3 + 5
+    if (w1 == 1) {
+      // One sample per batch: every remaining sample is a step.
+      EXPECT_EQ(rest, 12 - consumed_samples);
+      EXPECT_EQ(s.max_train_steps, 3 + (12 - consumed_samples) + 12);
+    }
+    // A plain set_world_size undoes the resume.
+    EXPECT_EQ(job.set_world_size(w1).max_train_steps, fresh.max_train_steps);
+    EXPECT_EQ(epoch_plan_digest(*job.epoch_plan(0)),
+              epoch_plan_digest(build_epoch_plan(job.dataset(), job.plan_options(w1), 0)));
+  }
+  // The same world size without a change of size is exactly the fresh schedule and plans.
+  const JobSchedule fresh2 = job.set_world_size(2);
+  const JobSchedule same = job.set_resume(r);
+  EXPECT_EQ(same.max_train_steps, fresh2.max_train_steps);
+  EXPECT_EQ(same.max_train_steps, 12);  // 2 x 6 batches
+  EXPECT_EQ(same.epoch_steps, fresh2.epoch_steps);
+  EXPECT_EQ(epoch_plan_digest(*job.epoch_plan(0)), epoch_plan_digest(w2));
+  // A lineage that does not add up is refused.
+  r.lineage = {{2, 2}};
+  EXPECT_THROW(job.set_resume(r), std::invalid_argument);
+}
+
+// max_train_steps given: kept, and the epochs are counted to cover it from the resume point.
+TEST_F(CoordinatorTest, ResumeKeepsMaxTrainSteps) {
+  CoordinatorJob job(config("  max_train_steps: 20\n"));
+  job.set_world_size(3);
+  JobResume r;
+  r.global_step = 2;
+  r.batches_in_epoch = 2;
+  r.lineage = {{1, 2}};
+  const JobSchedule s = job.set_resume(r);
+  EXPECT_EQ(s.max_train_steps, 20);
+  const std::int64_t rest =
+      static_cast<std::int64_t>(job.epoch_plan(0)->batches.size()) - 2;  // W=3 after 2 singles
+  std::int64_t covered = 2 + rest;
+  int epochs = 1;
+  while (covered < 20) covered += s.epoch_steps.at(epochs++);
+  EXPECT_EQ(s.num_epochs, epochs);
+  // 10 samples left in 3-sample batches of one bucket each (2 buckets): 4 batches; then epochs of
+  // 5 steps on 3 ranks: 2 + 4 + 5 + 5 + 5 >= 20 in 4 epochs.
+  EXPECT_EQ(rest, 4);
+  EXPECT_EQ(s.num_epochs, 4);
+}
+
+// Writes a checkpoint directory the way the worker does (train_state metadata + a LoRA file).
+void write_fake_checkpoint(const fs::path& dir, std::map<std::string, std::string> meta) {
+  fs::create_directories(dir);
+  std::map<std::string, std::string> full;
+  for (auto& [k, v] : meta) full["lorafleet.state." + k] = v;
+  SafetensorsWriter w;
+  w.set_metadata(full);
+  w.write_atomic((dir / "train_state.safetensors").string());
+  SafetensorsWriter lora;
+  lora.write_atomic((dir / "lora.safetensors").string());
+}
+
+std::map<std::string, std::string> state_meta(int step, int epoch, int in_epoch, int ws,
+                                              const std::string& lineage) {
+  return {{"version", "1"}, {"global_step", std::to_string(step)},
+          {"epoch", std::to_string(epoch)}, {"step_in_epoch", std::to_string(in_epoch)},
+          {"samples_in_epoch", "7"}, {"shared_seed", "1234"}, {"world_size", std::to_string(ws)},
+          {"plan_epoch", std::to_string(epoch)}, {"plan_digest", "abc"},
+          {"plan_lineage", lineage}};
+}
+
+TEST_F(CoordinatorTest, ResumeRequestResolution) {
+  const fs::path out = *root_ / "resume_out";
+  fs::remove_all(out);
+  EXPECT_FALSE(resolve_resume_request("", out.string()).has_value());
+  EXPECT_FALSE(resolve_resume_request("auto", out.string()).has_value());  // nothing yet
+  write_fake_checkpoint(out / "checkpoints/step-00000003", state_meta(3, 0, 3, 2, "2:3"));
+  write_fake_checkpoint(out / "checkpoints/step-00000005", state_meta(5, 0, 5, 1, "2:3,1:2"));
+  fs::create_directories(out / "checkpoints/.step-00000007.tmp");  // torn: skipped
+  auto latest = resolve_resume_request("auto", out.string());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->dir, (out / "checkpoints/step-00000005").string());
+  EXPECT_EQ(latest->global_step, 5);
+  EXPECT_EQ(latest->batches_in_epoch, 5);
+  EXPECT_EQ(latest->samples_in_epoch, 7);
+  EXPECT_EQ(latest->world_size, 1);
+  EXPECT_EQ(latest->shared_seed, 1234u);
+  EXPECT_EQ(latest->plan_digest, "abc");
+  EXPECT_EQ(latest->plan_lineage, (std::vector<PlanSegment>{{2, 3}, {1, 2}}));
+  EXPECT_EQ(resolve_resume_request(out.string(), "")->global_step, 5);
+  EXPECT_EQ(resolve_resume_request((out / "checkpoints/step-00000003").string(), "")->global_step,
+            3);
+  // Without a lineage (older checkpoints): one segment of the writers' size.
+  auto old_meta = state_meta(4, 1, 2, 2, "");
+  old_meta.erase("plan_lineage");
+  write_fake_checkpoint(out / "old", old_meta);
+  EXPECT_EQ(resolve_resume_request((out / "old").string(), "")->plan_lineage,
+            (std::vector<PlanSegment>{{2, 2}}));
+  EXPECT_THROW(resolve_resume_request((out / "missing").string(), ""), std::runtime_error);
+  fs::create_directories(out / "empty");
+  EXPECT_THROW(resolve_resume_request((out / "empty").string(), ""), std::runtime_error);
+}
+
+// The ranks of a group must ask for the same resume point; the job cannot start otherwise.
+TEST_F(CoordinatorTest, RanksAskingDifferentResumePointsAreRefused) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  grpc::Status st[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto stub = stub_for(server.address());
+      pb::RegisterRequest req;
+      req.set_rank(r);
+      req.set_world_size(2);
+      if (r == 1) req.mutable_resume_point()->set_checkpoint("auto");
+      pb::RegisterResponse resp;
+      grpc::ClientContext ctx;
+      set_deadline(&ctx, 20);
+      st[r] = stub->Register(&ctx, req, &resp);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(st[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st[r].error_message().find("ranks 0: no --resume; ranks 1: --resume auto"),
+              std::string::npos)
+        << st[r].error_message();
+  }
+  EXPECT_EQ(server.service().wait_until_done_for(std::chrono::seconds(5)), std::optional<int>(1));
 }
 
 // ---- the service end to end --------------------------------------------------------------

@@ -66,6 +66,7 @@ int run_worker(int argc, char** argv) {
   std::string job_token_file;
   std::string tls_ca_file;
   std::string tls_server_name;
+  std::string sample_log;
   app.add_option("--coordinator", coordinator, "coordinator address host:port")
       ->envname("LF_COORDINATOR");
   app.add_option("--job-token-file", job_token_file,
@@ -78,7 +79,9 @@ int run_worker(int argc, char** argv) {
                  "name in the coordinator's certificate when it differs from the dialled host")
       ->envname("LF_TLS_SERVER_NAME");
   app.add_option("--resume", resume,
-                 "continue from a checkpoint directory, or the newest complete one in a folder")
+                 "continue from a checkpoint directory, the newest complete one in a folder, or "
+                 "'auto' (the newest under output_dir, else fresh); the coordinator resolves it "
+                 "for the whole group, which may have another number of ranks")
       ->envname("LF_RESUME");
   app.add_option("--launcher", launcher,
                  "auto | mpirun | env: where the rank comes from (env: LF_RANK, "
@@ -99,6 +102,9 @@ int run_worker(int argc, char** argv) {
                  "stop (with a checkpoint) once global_step reaches N; resume later with --resume");
   app.add_option("--metrics-linger-seconds", metrics_linger_seconds,
                  "keep serving /metrics this many seconds after training ends");
+  app.add_option("--sample-log", sample_log,
+                 "append one JSON line per trained sample to PATH.rank<r>.jsonl")
+      ->envname("LF_SAMPLE_LOG");
   app.add_flag("--no-progress-bar", no_progress_bar, "plain progress lines even on a terminal");
   try {
     app.parse(argc, argv);
@@ -144,6 +150,10 @@ int run_worker(int argc, char** argv) {
     me.restart_count = std::atoi(env_or("LF_RESTART_COUNT", "0").c_str());
     me.restart_cause = env_or("LF_RESTART_CAUSE", "");
     const bool cuda = torch_cuda_available();
+    // The coordinator resolves the path: make it independent of this process's directory.
+    me.resume = resume.empty() || resume == "auto"
+                    ? resume
+                    : std::filesystem::absolute(resume).lexically_normal().string();
     // The device this rank will train on unless the job config says worker.device: cpu.
     me.device = cuda ? "cuda:" + std::to_string(cuda_device_for_rank(rank)) : "cpu";
     // Env mode: rank 0 opens the rendezvous before registering, so the coordinator can relay it.
@@ -202,23 +212,7 @@ int run_worker(int argc, char** argv) {
     }
     TimedCommunicator comm(std::move(backend), setup_timeout);
     TrainerOptions opts;
-    // "auto" (lorafleet-launch and the Kubernetes manifests set it): the newest committed
-    // checkpoint of this job's output_dir if there is one, else a fresh start.
-    opts.resume = resume;
-    if (resume == "auto") {
-      const std::string root = config.output.output_dir + "/checkpoints";
-      opts.resume.clear();
-      try {
-        if (std::filesystem::is_directory(root)) opts.resume = resolve_checkpoint(root);
-      } catch (const std::exception&) {
-        // No complete checkpoint yet: start fresh.
-      }
-      if (rank == 0) {
-        LF_INFO("--resume auto: " << (opts.resume.empty() ? "no committed checkpoint in " + root +
-                                                                 ", starting fresh"
-                                                           : "continuing from " + opts.resume));
-      }
-    }
+    opts.sample_log = sample_log;
     opts.verify_sync_every = verify_sync_every;
     opts.stop_at_step = stop_at_step;
     opts.metrics_linger_seconds = metrics_linger_seconds;

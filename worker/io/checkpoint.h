@@ -13,6 +13,8 @@
 
 #include "common/checkpoint/checkpoint_layout.h"
 
+#include "common/data/epoch_plan.h"
+
 namespace lf {
 
 // Where training stands plus the optimizer state: enough to continue exactly (same bytes).

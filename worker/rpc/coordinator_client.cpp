@@ -202,6 +202,7 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   req.set_nccl_unique_id(me.nccl_unique_id);
   req.set_restart_count(me.restart_count);
   req.set_restart_cause(me.restart_cause);
+  if (!me.resume.empty()) req.mutable_resume_point()->set_checkpoint(me.resume);
 
   const auto connect_deadline =
       std::chrono::system_clock::now() + std::chrono::seconds(connect_timeout_seconds);
@@ -242,6 +243,14 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   a.generation = resp.generation();
   a.rendezvous_address = resp.rendezvous_address();
   a.nccl_unique_id = resp.nccl_unique_id();
+  if (resp.has_resume_point()) {
+    const pb::ResumePoint& p = resp.resume_point();
+    a.resume.checkpoint = p.checkpoint();
+    a.resume.global_step = p.global_step();
+    a.resume.epoch = p.epoch();
+    a.resume.batches_in_epoch = p.batches_in_epoch();
+    a.resume.world_size = p.world_size();
+  }
   return a;
 }
 

@@ -51,6 +51,18 @@ struct WorkerIdentity {
   std::string nccl_unique_id;
   int restart_count = 0;           // LF_RESTART_COUNT from lorafleet-launch
   std::string restart_cause;       // LF_RESTART_CAUSE
+  // --resume as given: "" (fresh), "auto" (newest checkpoint of output_dir, if any) or an
+  // absolute path. The coordinator resolves it once for the whole group.
+  std::string resume;
+};
+
+// The checkpoint the coordinator chose for the whole group (RegisterResponse.resume_point).
+struct ResumeAssignment {
+  std::string checkpoint;            // checkpoint directory; "" = fresh run
+  std::int64_t global_step = 0;      // optimizer steps completed
+  int epoch = 0;                     // 0-based epoch of the next step
+  std::int64_t batches_in_epoch = 0; // global batches of `epoch` consumed
+  int world_size = 0;                // ranks that wrote it
 };
 
 struct JobAssignment {
@@ -66,6 +78,7 @@ struct JobAssignment {
   std::uint64_t generation = 0;
   std::string rendezvous_address;  // rank 0's, relayed (env mode)
   std::string nccl_unique_id;
+  ResumeAssignment resume;
 };
 
 struct ProgressUpdate {

@@ -45,6 +45,7 @@
 #include "worker/train/latent_cache.h"
 #include "worker/train/model_identity.h"
 #include "worker/train/rng_streams.h"
+#include "worker/train/sample_log.h"
 #include "worker/train/text_cache.h"
 #include "worker/train/text_encoder_stack.h"
 
@@ -108,10 +109,11 @@ std::vector<std::int64_t> batch_sizes_of(const JobConfig& config) {
   return out;
 }
 
-ResumePoint open_resume_point(const std::string& resume, const JobAssignment& job,
-                              const JobConfig& config, int world_size) {
+// The checkpoint the coordinator chose for the group (it may have been written by another
+// number of ranks: the coordinator replanned the rest of the job for this one).
+ResumePoint open_resume_point(const JobAssignment& job, const JobConfig& config) {
   ResumePoint point;
-  point.dir = resolve_checkpoint(resume);
+  point.dir = resolve_checkpoint(job.resume.checkpoint);
   point.state = load_train_state(point.dir);
   const TrainState& s = point.state;
   if (s.shared_seed != job.shared_seed) {
@@ -119,11 +121,12 @@ ResumePoint open_resume_point(const std::string& resume, const JobAssignment& jo
                              std::to_string(s.shared_seed) + ", the job has seed " +
                              std::to_string(job.shared_seed));
   }
-  if (s.world_size != world_size) {
-    throw std::runtime_error(point.dir + ": checkpoint was written by " +
-                             std::to_string(s.world_size) + " ranks, this run has " +
-                             std::to_string(world_size) +
-                             " (resuming on a different world size is not supported yet)");
+  if (s.global_step != job.resume.global_step || s.epoch != job.resume.epoch ||
+      s.step_in_epoch != job.resume.batches_in_epoch) {
+    throw std::runtime_error(point.dir + ": the coordinator planned a resume at global_step " +
+                             std::to_string(job.resume.global_step) + " but the checkpoint is "
+                             "at global_step " + std::to_string(s.global_step) +
+                             " (was it replaced meanwhile?)");
   }
   // Older checkpoints lack these (0 / empty): nothing to compare then.
   if (s.gradient_accumulation_steps != 0 &&
@@ -275,24 +278,12 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   // Cheap checks on the output folder and the resume point first, before the model loads.
   const fs::path out_dir(config.output.output_dir);
   std::optional<ResumePoint> resume_point;
-  if (options.resume.empty()) {
+  if (job.resume.checkpoint.empty()) {
     refuse_existing_checkpoints(out_dir);
   } else {
-    resume_point = open_resume_point(options.resume, job, config, world_size);
-    // Before any model loads: the coordinator's plan of the checkpoint's epoch must be the one
-    // it was trained on, else the dataset or a plan-shaping option changed since.
-    const TrainState& s = resume_point->state;
-    if (!s.plan_digest.empty()) {
-      if (s.plan_epoch >= job.num_epochs ||
-          epoch_plan_digest(coordinator.get_epoch_plan(s.plan_epoch)) != s.plan_digest) {
-        throw std::runtime_error(
-            resume_point->dir + ": this job's plan of epoch " + std::to_string(s.plan_epoch + 1) +
-            " differs from the one the checkpoint was trained on: the dataset (images, captions) "
-            "or an option that shapes the plan (seed, reg_selection, num_repeats, flip_aug, "
-            "random_crop, caption options, bucket options, max_train_epochs) changed since; "
-            "resume with the same data and config, or start a new run in another output_dir");
-      }
-    }
+    // The coordinator already checked that its plan of the checkpoint's epoch is the one the
+    // checkpoint was trained on (plan_digest), before any rank loads a model.
+    resume_point = open_resume_point(job, config);
   }
   const std::string resume_dir = resume_point ? resume_point->dir : "";
 
@@ -409,6 +400,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   } else {
     state = apply_resume_point(std::move(*resume_point), job, rank, lora, optimizer, param_names);
   }
+  state.world_size = world_size;  // this group's, whoever wrote the checkpoint
   state.gradient_accumulation_steps = tr.gradient_accumulation_steps;
   state.batch_sizes = batch_sizes_of(config);
 
@@ -471,6 +463,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   CheckpointWriter checkpoints{config, job,       dataset,     comm,
                                coordinator, lora, optimizer, param_names,
                                family_name(preset.family)};
+  SampleLog sample_log(options.sample_log, rank);
   TrainResult result;
   std::int64_t local_samples_total = 0;
   EpochPlan plan;
@@ -498,6 +491,13 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
           "dataset or dataset.reg_selection changed since the checkpoint was written");
     }
     state.reg_cursor = plan.reg_cursor_begin;
+    // This group's segment of the plan's lineage: a new epoch starts a new lineage; a group of
+    // another size than the checkpoint's continues the plan it was served (the coordinator
+    // continued it on this world size) in a segment of its own.
+    if (state.step_in_epoch == 0) state.plan_lineage.clear();
+    if (state.plan_lineage.empty() || state.plan_lineage.back().world_size != world_size) {
+      state.plan_lineage.push_back({world_size, 0});
+    }
     const auto num_batches = static_cast<std::int64_t>(plan.batches.size());
     if (rank == 0) {
       const std::int64_t accum_steps = tr.gradient_accumulation_steps;
@@ -535,6 +535,13 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
                          device);
         data_wait += seconds_since(data_t0);
         if (!in) continue;  // the last batch of a bucket may leave a rank without samples
+        if (sample_log.enabled()) {
+          const auto [lo, hi] = rank_slice(plan.batches[k], rank);
+          for (int i = lo; i < hi; ++i) {
+            sample_log.write(state.global_step + 1, state.epoch, k, plan.batches[k].samples[i],
+                             lr);
+          }
+        }
         n_local += static_cast<int>(in->latents.size(0));
         auto gen = make_noise_generator(job.shared_seed, rank, state.global_step, k - b);
         at::Tensor loss_sum =
@@ -562,7 +569,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       }
       if (tr.max_grad_norm > 0) clip_grad_norm(params, tr.max_grad_norm);
       optimizer.step(lr_factor);
+      sample_log.flush();
       state.global_step += 1;
+      state.plan_lineage.back().batches += group_end - b;
       state.step_in_epoch = group_end;
       state.samples_in_epoch += static_cast<std::int64_t>(n_global);
       local_samples_total += n_local;

@@ -16,7 +16,6 @@
 namespace lf {
 
 struct TrainerOptions {
-  std::string resume;          // --resume: checkpoint dir or folder of checkpoints; "" = fresh
   int verify_sync_every = 0;   // > 0: every N steps, check all ranks hold identical LoRA weights
   bool progress_tty = false;   // rank 0 draws a bar (true) or plain lines (false)
   std::string metrics_bind;    // "host:port" of this rank's /metrics ("" = off)
@@ -28,6 +27,9 @@ struct TrainerOptions {
   // gradient allreduce; once any rank votes, every rank commits a checkpoint after that same
   // step and returns with TrainResult::preempted. Unset: never.
   std::function<bool()> stop_requested;
+  // --sample-log: "" = off; else every rank appends its trained samples to
+  // <sample_log>.rank<r>.jsonl (worker/train/sample_log.h).
+  std::string sample_log;
 };
 
 struct TrainResult {
@@ -46,8 +48,11 @@ bool torch_cuda_available();
 // one GPU per local rank as torchrun's LOCAL_RANK convention.
 int cuda_device_for_rank(int rank);
 
-// Runs the job to max_train_steps. Throws std::runtime_error (naming the file/key) on bad input,
-// CoordinatorError when the coordinator fails, and whatever a collective throws.
+// Runs the job to max_train_steps, from the checkpoint the coordinator chose for the group
+// (job.resume) or fresh. The LR of each step is lr_at_step(global_step) with the total
+// job.max_train_steps, which the coordinator recomputes on a resume. Throws std::runtime_error
+// (naming the file/key) on bad input, CoordinatorError when the coordinator fails, and whatever
+// a collective throws.
 TrainResult run_training(const JobConfig& config, const JobAssignment& job, Communicator& comm,
                          CoordinatorClient& coordinator, const TrainerOptions& options);
 
