@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/integration/process_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -29,58 +31,17 @@ const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
 const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
 using Clock = std::chrono::steady_clock;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-RunResult run(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p) != nullptr) r.output += buf.data();
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Newest step-* directory name under root ("" if none).
-std::string newest_checkpoint(const fs::path& root) {
-  std::string best;
-  if (!fs::is_directory(root)) return best;
-  for (const auto& e : fs::directory_iterator(root)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && n > best) best = n;
-  }
-  return best;
-}
+using lf::test::free_port;
+using lf::test::newest_checkpoint;
+using lf::test::read_file;
+using lf::test::run;
+using lf::test::RunResult;
 
 // pids of this test's workers (their command line names the coordinator port).
 std::vector<pid_t> worker_pids(int coord_port) {
   // Anchored at the binary path: the launcher's and shells' command lines hold the same words.
-  RunResult r = run("pgrep -f '^" + std::string(LF_WORKER_BIN) + " --coordinator 127.0.0.1:" +
-                    std::to_string(coord_port) + " '");
+  RunResult r = run("pgrep -f '^" + std::string(LF_WORKER_BIN) +
+                    " --coordinator 127.0.0.1:" + std::to_string(coord_port) + " '");
   std::vector<pid_t> pids;
   std::istringstream in(r.output);
   for (pid_t p; in >> p;) pids.push_back(p);
@@ -114,8 +75,7 @@ class FaultTolerance : public ::testing::Test {
   }
 
   // 3 photos x 2 repeats, batch 1 per rank on 2 ranks: 3 steps per epoch; 4 epochs.
-  std::string write_config(const std::string& name, const std::string& output_dir,
-                           int coord_port) {
+  std::string write_config(const std::string& name, const std::string& output_dir, int coord_port) {
     const fs::path p = dir_ / name;
     std::ofstream f(p);
     f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
@@ -127,8 +87,7 @@ class FaultTolerance : public ::testing::Test {
       << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
       << "  lr_scheduler: cosine\n  max_train_epochs: 4\n  save_every_n_steps: 2\n"
       << "output:\n  output_dir: " << output_dir << "\n  output_name: ft\n"
-      << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
-      << "\n  metrics_address: \"\"\n"
+      << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port << "\n  metrics_address: \"\"\n"
       << "worker:\n  metrics_port_base: 0\n"
       << "cluster:\n  world_size: 2\n  collective_timeout: 10\n  preempt_grace_seconds: 20\n"
       << "  max_restarts: 2\n  restart_backoff_seconds: 0.5\n";
@@ -141,8 +100,8 @@ class FaultTolerance : public ::testing::Test {
   }
 
   // Coordinator + launcher; `during` runs while they do. Returns the launcher's result.
-  RunResult run_job(const std::string& config, int coord_port,
-                    const std::function<void()>& during, std::string* coord_output) {
+  RunResult run_job(const std::string& config, int coord_port, const std::function<void()>& during,
+                    std::string* coord_output) {
     auto coord = std::async(std::launch::async, [&] {
       return run(std::string(LF_COORDINATOR_BIN) + " --config " + config);
     });
@@ -163,27 +122,32 @@ class FaultTolerance : public ::testing::Test {
 TEST_F(FaultTolerance, KilledWorkerIsRestartedAndTheLoRAIsIdentical) {
   const int ref_port = free_port();
   const fs::path ref_out = dir_ / "ref";
-  RunResult ref = run_job(write_config("ref.yaml", ref_out.string(), ref_port), ref_port, {},
-                          nullptr);
+  RunResult ref =
+      run_job(write_config("ref.yaml", ref_out.string(), ref_port), ref_port, {}, nullptr);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const int port = free_port();
   const fs::path out = dir_ / "killed";
   const std::string cfg = write_config("killed.yaml", out.string(), port);
-  RunResult r = run_job(cfg, port, [&] {
-    // Kill rank 1 with SIGKILL once the second checkpoint (step 4) exists: mid-epoch 2.
-    const auto deadline = Clock::now() + std::chrono::seconds(240);
-    while (newest_checkpoint(out / "checkpoints") < "step-00000004" && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    const auto pids = worker_pids(port);
-    ASSERT_EQ(pids.size(), 2u);
-    kill(pids.back(), SIGKILL);
-  }, nullptr);
+  RunResult r = run_job(
+      cfg, port,
+      [&] {
+        // Kill rank 1 with SIGKILL once the second checkpoint (step 4) exists: mid-epoch 2.
+        const auto deadline = Clock::now() + std::chrono::seconds(240);
+        while (newest_checkpoint((out / "checkpoints").string()) < "step-00000004" &&
+               Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        const auto pids = worker_pids(port);
+        ASSERT_EQ(pids.size(), 2u);
+        kill(pids.back(), SIGKILL);
+      },
+      nullptr);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("killed by signal 9"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("resumed from "), std::string::npos) << r.output;
-  EXPECT_EQ(read_file(out / "ft.safetensors"), read_file(ref_out / "ft.safetensors"))
+  EXPECT_EQ(read_file((out / "ft.safetensors").string()),
+            read_file((ref_out / "ft.safetensors").string()))
       << "the restarted run's LoRA differs from the uninterrupted run's";
 }
 
@@ -200,24 +164,28 @@ TEST_F(FaultTolerance, SigtermCommitsACheckpointWithinTheGraceAndTheRunResumesId
   double seconds_to_commit = -1;
   std::string newest_before;
   std::string coord_log;
-  RunResult r = run_job(cfg, port, [&] {
-    const auto deadline = Clock::now() + std::chrono::seconds(240);
-    while (newest_checkpoint(out / "checkpoints") < "step-00000002" && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    newest_before = newest_checkpoint(out / "checkpoints");
-    const auto pids = worker_pids(port);
-    ASSERT_EQ(pids.size(), 2u);
-    const auto t0 = Clock::now();
-    for (pid_t p : pids) kill(p, SIGTERM);  // as the kubelet does to every pod of the group
-    // The ranks agree on a last step and commit it; the launcher then starts the group again
-    // (a preemption restart, not counted against max_restarts), which finishes the run.
-    while (newest_checkpoint(out / "checkpoints") <= newest_before &&
-           Clock::now() < t0 + std::chrono::seconds(60)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    seconds_to_commit = std::chrono::duration<double>(Clock::now() - t0).count();
-  }, &coord_log);
+  RunResult r = run_job(
+      cfg, port,
+      [&] {
+        const auto deadline = Clock::now() + std::chrono::seconds(240);
+        while (newest_checkpoint((out / "checkpoints").string()) < "step-00000002" &&
+               Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        newest_before = newest_checkpoint((out / "checkpoints").string());
+        const auto pids = worker_pids(port);
+        ASSERT_EQ(pids.size(), 2u);
+        const auto t0 = Clock::now();
+        for (pid_t p : pids) kill(p, SIGTERM);  // as the kubelet does to every pod of the group
+        // The ranks agree on a last step and commit it; the launcher then starts the group again
+        // (a preemption restart, not counted against max_restarts), which finishes the run.
+        while (newest_checkpoint((out / "checkpoints").string()) <= newest_before &&
+               Clock::now() < t0 + std::chrono::seconds(60)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        seconds_to_commit = std::chrono::duration<double>(Clock::now() - t0).count();
+      },
+      &coord_log);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_GE(seconds_to_commit, 0.0);
   EXPECT_LT(seconds_to_commit, 20.0) << "preempt_grace_seconds is 20";
@@ -225,7 +193,8 @@ TEST_F(FaultTolerance, SigtermCommitsACheckpointWithinTheGraceAndTheRunResumesId
   EXPECT_NE(r.output.find("exited with code 143"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(preemption, not counted)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("resumed from "), std::string::npos) << r.output;
-  EXPECT_EQ(read_file(out / "ft.safetensors"), read_file(ref_out / "ft.safetensors"))
+  EXPECT_EQ(read_file((out / "ft.safetensors").string()),
+            read_file((ref_out / "ft.safetensors").string()))
       << "the preempted and resumed run's LoRA differs from the uninterrupted run's";
 }
 

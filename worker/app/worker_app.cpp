@@ -256,7 +256,10 @@ int run_worker(int argc, char** argv) {
     std::fprintf(stderr, "lorafleet-worker: error: rank %d: %s (exit %d)\n", rank, e.what(), code);
     std::fflush(stderr);
     try {
-      CoordinatorClient(coordinator, security).finish(rank, 0, false, e.what());
+      // Best effort and brief: the coordinator may be what was lost.
+      RetryPolicy brief;
+      brief.budget = std::chrono::seconds(2);
+      CoordinatorClient(coordinator, security, brief).finish(rank, 0, false, e.what());
     } catch (...) {
     }
     return fail(code);
