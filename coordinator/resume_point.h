@@ -29,9 +29,10 @@ struct CheckpointPosition {
 };
 
 // Resolves what the workers' --resume said: "" -> nullopt (fresh run); "auto" -> the newest
-// complete checkpoint under <output_dir>/checkpoints, or nullopt when there is none; any other
-// value -> a checkpoint directory itself, or the newest complete step-* checkpoint in that
-// folder or its checkpoints/ subfolder. Throws std::runtime_error naming the path when a
+// COMMITTED checkpoint under <output_dir>/checkpoints (torn ones skipped with a warning), or
+// nullopt when there is none; any other value -> resolve_checkpoint (checkpoint_layout.h): a
+// checkpoint directory itself (an error if torn), or the newest committed step-* checkpoint in
+// that folder or its checkpoints/ subfolder. Throws std::runtime_error naming the path when a
 // named path holds no complete checkpoint or its train state is missing or malformed.
 std::optional<CheckpointPosition> resolve_resume_request(const std::string& request,
                                                          const std::string& output_dir);

@@ -27,6 +27,7 @@
 #include "common/data/epoch_plan.h"
 #include "common/io/safetensors.h"
 #include "coordinator/job.h"
+#include "common/checkpoint/checkpoint_layout.h"
 #include "coordinator/resume_point.h"
 #include "proto/proto_convert.h"
 #include "coordinator/server.h"
@@ -444,7 +445,8 @@ TEST_F(CoordinatorTest, ResumeKeepsMaxTrainSteps) {
   EXPECT_EQ(s.num_epochs, 4);
 }
 
-// Writes a checkpoint directory the way the worker does (train_state metadata + a LoRA file).
+// Writes a committed checkpoint directory the way the worker does (train_state metadata, a LoRA
+// file, the COMMITTED marker).
 void write_fake_checkpoint(const fs::path& dir, std::map<std::string, std::string> meta) {
   fs::create_directories(dir);
   std::map<std::string, std::string> full;
@@ -454,6 +456,8 @@ void write_fake_checkpoint(const fs::path& dir, std::map<std::string, std::strin
   w.write_atomic((dir / "train_state.safetensors").string());
   SafetensorsWriter lora;
   lora.write_atomic((dir / "lora.safetensors").string());
+  // Complete only with its commit marker (checkpoint_layout.h), written last as workers do.
+  write_commit_marker(dir.string(), std::stoll(meta.at("global_step")));
 }
 
 std::map<std::string, std::string> state_meta(int step, int epoch, int in_epoch, int ws,
@@ -462,7 +466,7 @@ std::map<std::string, std::string> state_meta(int step, int epoch, int in_epoch,
           {"epoch", std::to_string(epoch)}, {"step_in_epoch", std::to_string(in_epoch)},
           {"samples_in_epoch", "7"}, {"shared_seed", "1234"}, {"world_size", std::to_string(ws)},
           {"plan_epoch", std::to_string(epoch)}, {"plan_digest", "abc"},
-          {"plan_lineage", lineage}};
+          {"plan_lineage", lineage}, {"session_id", "11"}, {"training_started_at", "1700000000"}};
 }
 
 TEST_F(CoordinatorTest, ResumeRequestResolution) {
@@ -473,6 +477,13 @@ TEST_F(CoordinatorTest, ResumeRequestResolution) {
   write_fake_checkpoint(out / "checkpoints/step-00000003", state_meta(3, 0, 3, 2, "2:3"));
   write_fake_checkpoint(out / "checkpoints/step-00000005", state_meta(5, 0, 5, 1, "2:3,1:2"));
   fs::create_directories(out / "checkpoints/.step-00000007.tmp");  // torn: skipped
+  // Torn: a newer checkpoint whose commit marker was never written (killed mid-save).
+  write_fake_checkpoint(out / "checkpoints/step-00000009", state_meta(9, 0, 9, 1, "1:9"));
+  fs::remove(out / "checkpoints/step-00000009/COMMITTED");
+  // Torn: committed, then its LoRA file truncated (a disk or copy fault).
+  write_fake_checkpoint(out / "checkpoints/step-00000008", state_meta(8, 0, 8, 1, "1:8"));
+  fs::resize_file(out / "checkpoints/step-00000008/lora.safetensors",
+                  fs::file_size(out / "checkpoints/step-00000008/lora.safetensors") - 2);
   auto latest = resolve_resume_request("auto", out.string());
   ASSERT_TRUE(latest.has_value());
   EXPECT_EQ(latest->dir, (out / "checkpoints/step-00000005").string());
@@ -489,9 +500,17 @@ TEST_F(CoordinatorTest, ResumeRequestResolution) {
   // Without a lineage (older checkpoints): one segment of the writers' size.
   auto old_meta = state_meta(4, 1, 2, 2, "");
   old_meta.erase("plan_lineage");
-  write_fake_checkpoint(out / "old", old_meta);
+  write_fake_checkpoint(out / "old/step-00000004", old_meta);
   EXPECT_EQ(resolve_resume_request((out / "old").string(), "")->plan_lineage,
             (std::vector<PlanSegment>{{2, 2}}));
+  // Pointing at the torn checkpoint itself is an error naming it.
+  try {
+    resolve_resume_request((out / "checkpoints/step-00000009").string(), "");
+    ADD_FAILURE() << "a torn checkpoint was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("step-00000009"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("COMMITTED"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(resolve_resume_request((out / "missing").string(), ""), std::runtime_error);
   fs::create_directories(out / "empty");
   EXPECT_THROW(resolve_resume_request((out / "empty").string(), ""), std::runtime_error);
