@@ -55,4 +55,33 @@ std::string newest_checkpoint(const std::string& root) {
   return best;
 }
 
+std::string mpirun(int np) {
+  std::string cmd = "mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none";
+  if (geteuid() == 0) cmd += " --allow-run-as-root";
+  return cmd;
+}
+
+void copy_demo_photos(const std::string& demo_dir, const std::string& dir) {
+  const std::filesystem::path to = std::filesystem::path(dir) / "train/2_photo";
+  std::filesystem::create_directories(to);
+  for (const char* stem : {"astronaut", "chelsea", "coffee"}) {
+    for (const char* ext : {".png", ".txt"}) {
+      std::filesystem::copy_file(demo_dir + "/train/10_photo/" + stem + ext,
+                                 to / (std::string(stem) + ext));
+    }
+  }
+}
+
+void copy_demo_reg_photos(const std::string& demo_dir, const std::string& dir) {
+  const std::filesystem::path to = std::filesystem::path(dir) / "reg/1_grey";
+  std::filesystem::create_directories(to);
+  for (const char* f : {"camera.png", "coins.png"}) {
+    std::filesystem::copy_file(demo_dir + "/reg/1_photo/" + f, to / f);
+  }
+}
+
+RunResult make_tiny_checkpoint(const std::string& make_checkpoint_bin, const std::string& path) {
+  return run(make_checkpoint_bin + " --architecture tiny --seed 7 --output " + path);
+}
+
 }  // namespace lf::test

@@ -1,5 +1,6 @@
 // Helpers shared by the multi-process integration tests: run a shell command and capture its
-// output, pick a free loopback port, read a file, find the newest checkpoint directory.
+// output, pick a free loopback port, read a file, find the newest checkpoint directory, build an
+// mpirun prefix, and lay out a small demo dataset with a tiny base checkpoint.
 #pragma once
 
 #include <string>
@@ -19,5 +20,13 @@ int free_port();
 std::string read_file(const std::string& path);
 // Name of the newest step-* directory under root ("" when none).
 std::string newest_checkpoint(const std::string& root);
+// `mpirun -np <np>` with oversubscription, no core binding, and --allow-run-as-root under root.
+std::string mpirun(int np);
+// Copies the demo's astronaut, chelsea and coffee photos + captions into <dir>/train/2_photo.
+void copy_demo_photos(const std::string& demo_dir, const std::string& dir);
+// Copies the demo's camera.png and coins.png regularisation photos into <dir>/reg/1_grey.
+void copy_demo_reg_photos(const std::string& demo_dir, const std::string& dir);
+// Runs `make_checkpoint_bin` to write a tiny-architecture base checkpoint (seed 7) at `path`.
+RunResult make_tiny_checkpoint(const std::string& make_checkpoint_bin, const std::string& path);
 
 }  // namespace lf::test

@@ -5,14 +5,11 @@
 // with exit code 0 on both sides and the same LoRA tensors, byte for byte, as an uninterrupted
 // run of the same config.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,10 +17,11 @@
 #include <fstream>
 #include <future>
 #include <map>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "tests/integration/process_util.h"
 #include "worker/io/tensor_file.h"
 
 namespace fs = std::filesystem;
@@ -33,47 +31,11 @@ namespace {
 const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
 const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-RunResult run(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p) != nullptr) r.output += buf.data();
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-std::string mpirun(int np) {
-  std::string cmd = "mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none";
-  if (geteuid() == 0) cmd += " --allow-run-as-root";
-  return cmd;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using lf::test::free_port;
+using lf::test::mpirun;
+using lf::test::read_file;
+using lf::test::run;
+using lf::test::RunResult;
 
 // A coordinator process with its output in a file, so the test can watch it and kill it.
 class CoordinatorProcess {
@@ -122,7 +84,7 @@ class CoordinatorProcess {
     }
     return -1;
   }
-  std::string log() const { return read_file(log_); }
+  std::string log() const { return read_file(log_.string()); }
 
  private:
   fs::path log_;
@@ -137,20 +99,10 @@ class CoordinatorRestart : public ::testing::Test {
         << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
     dir_ = fs::temp_directory_path() / ("lf_coord_restart_" + std::to_string(getpid()));
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "train/2_photo");
-    fs::create_directories(dir_ / "reg/1_grey");
-    for (const char* stem : {"astronaut", "chelsea", "coffee"}) {
-      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".png",
-                    dir_ / "train/2_photo" / (std::string(stem) + ".png"));
-      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".txt",
-                    dir_ / "train/2_photo" / (std::string(stem) + ".txt"));
-    }
-    for (const char* f : {"camera.png", "coins.png"}) {
-      fs::copy_file(kDemo + "/reg/1_photo/" + f, dir_ / "reg/1_grey" / f);
-    }
+    lf::test::copy_demo_photos(kDemo, dir_.string());
+    lf::test::copy_demo_reg_photos(kDemo, dir_.string());
     checkpoint_ = (dir_ / "base.safetensors").string();
-    RunResult mk = run(std::string(LF_MAKE_CHECKPOINT_BIN) +
-                       " --architecture tiny --seed 7 --output " + checkpoint_);
+    RunResult mk = lf::test::make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
     ASSERT_EQ(mk.exit_code, 0) << mk.output;
   }
   void TearDown() override {

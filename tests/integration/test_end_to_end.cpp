@@ -4,24 +4,21 @@
 // tensors byte for byte as 2N straight, that both /metrics endpoints pass promtool, and that bad
 // input fails with a message naming the culprit.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 
+#include "tests/integration/process_util.h"
 #include "worker/io/tensor_file.h"
 
 namespace fs = std::filesystem;
@@ -31,41 +28,11 @@ namespace {
 const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
 const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout + stderr
-};
-
-RunResult run(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p) != nullptr) r.output += buf.data();
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-std::string mpirun(int np) {
-  std::string cmd = "mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none";
-  if (geteuid() == 0) cmd += " --allow-run-as-root";
-  return cmd;
-}
+using lf::test::free_port;
+using lf::test::mpirun;
+using lf::test::read_file;
+using lf::test::run;
+using lf::test::RunResult;
 
 // A small job: 3 training photos x 2 repeats + 2 greyscale reg photos, 128 px buckets.
 class EndToEnd : public ::testing::Test {
@@ -77,30 +44,19 @@ class EndToEnd : public ::testing::Test {
            ("lf_e2e_" + std::to_string(getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "train/2_photo");
-    fs::create_directories(dir_ / "reg/1_grey");
-    for (const char* stem : {"astronaut", "chelsea", "coffee"}) {
-      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".png",
-                    dir_ / "train/2_photo" / (std::string(stem) + ".png"));
-      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".txt",
-                    dir_ / "train/2_photo" / (std::string(stem) + ".txt"));
-    }
-    for (const char* f : {"camera.png", "coins.png"}) {
-      fs::copy_file(kDemo + "/reg/1_photo/" + f, dir_ / "reg/1_grey" / f);
-    }
+    lf::test::copy_demo_photos(kDemo, dir_.string());
+    lf::test::copy_demo_reg_photos(kDemo, dir_.string());
     checkpoint_ = (dir_ / "base.safetensors").string();
-    RunResult mk = run(std::string(LF_MAKE_CHECKPOINT_BIN) +
-                       " --architecture tiny --seed 7 --output " + checkpoint_);
+    RunResult mk = lf::test::make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
     ASSERT_EQ(mk.exit_code, 0) << mk.output;
   }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
   }
 
-  std::string write_config(const std::string& name, const std::string& output_dir,
-                           int max_steps, int save_every, int coord_port, int metrics_port,
-                           int worker_port_base, const std::string& extra = "",
-                           const std::string& dataset_extra = "") {
+  std::string write_config(const std::string& name, const std::string& output_dir, int max_steps,
+                           int save_every, int coord_port, int metrics_port, int worker_port_base,
+                           const std::string& extra = "", const std::string& dataset_extra = "") {
     const fs::path p = dir_ / name;
     std::ofstream f(p);
     f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
@@ -108,27 +64,26 @@ class EndToEnd : public ::testing::Test {
       << "dataset:\n  train_data_dir: " << (dir_ / "train").string()
       << "\n  reg_data_dir: " << (dir_ / "reg").string()
       << "\n  resolution: 128\n  min_bucket_reso: 64\n  max_bucket_reso: 256\n"
-      << "  caption_extension: .txt\n" << dataset_extra
-      << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
+      << "  caption_extension: .txt\n"
+      << dataset_extra << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
       << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
       << "  lr_scheduler: cosine\n  lr_warmup_steps: 2\n  max_train_steps: " << max_steps
       << "\n  save_every_n_steps: " << save_every << "\n"
       << "output:\n  output_dir: " << output_dir << "\n  output_name: e2e\n"
       << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
       << "\n  metrics_address: 127.0.0.1:" << metrics_port << "\n"
-      << "worker:\n  metrics_port_base: " << worker_port_base << "\n"
+      << "worker:\n  metrics_port_base: " << worker_port_base
+      << "\n"
       // Runs that fail on purpose end at once instead of waiting for a restarted group.
-      << "cluster:\n  rendezvous_timeout_seconds: 2\n" << extra;
+      << "cluster:\n  rendezvous_timeout_seconds: 2\n"
+      << extra;
     return p.string();
   }
 
   // Adds network_train_unet_only: true to the config at `path` (LoRA on the UNet only, as
   // kohya's --network_train_unet_only); returns the path.
   std::string with_unet_only(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string y = text.str();
+    std::string y = read_file(path);
     y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
     std::ofstream(path) << y;
     return path;
@@ -145,8 +100,8 @@ class EndToEnd : public ::testing::Test {
                       std::to_string(coord_port) + " --no-progress-bar " + worker_flags);
     RunResult c = coord.get();
     if (coord_output) *coord_output = c.output;
-    if (c.exit_code != 0) w.output += "\n[coordinator exit " + std::to_string(c.exit_code) +
-                                      "]\n" + c.output;
+    if (c.exit_code != 0)
+      w.output += "\n[coordinator exit " + std::to_string(c.exit_code) + "]\n" + c.output;
     if (w.exit_code == 0 && c.exit_code != 0) w.exit_code = 100 + c.exit_code;
     return w;
   }
@@ -202,29 +157,26 @@ TEST_F(EndToEnd, TwoRanksStayInSyncWithFiniteLossAndValidMetrics) {
       r["curl" + std::to_string(port)] =
           run("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics -o " + file);
       r["promtool" + std::to_string(port)] = run("promtool check metrics < " + file);
-      std::ifstream in(file);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      r["body" + std::to_string(port)].output = ss.str();
+      r["body" + std::to_string(port)].output = read_file(file);
     }
     return r;
   });
   const std::string coord_good = good;
   auto coord = std::async(std::launch::async, [&] {
-    return run(std::string(LF_COORDINATOR_BIN) + " --config " + coord_good +
-               " --linger-seconds 4");
+    return run(std::string(LF_COORDINATOR_BIN) + " --config " + coord_good + " --linger-seconds 4");
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  RunResult w = run(mpirun(2) + " " + LF_WORKER_BIN + " --coordinator 127.0.0.1:" +
-                    std::to_string(cport) +
-                    " --no-progress-bar --verify-sync-every 1 --metrics-linger-seconds 4");
+  RunResult w =
+      run(mpirun(2) + " " + LF_WORKER_BIN + " --coordinator 127.0.0.1:" + std::to_string(cport) +
+          " --no-progress-bar --verify-sync-every 1 --metrics-linger-seconds 4");
   RunResult c = coord.get();
   auto scraped = scrape.get();
   ASSERT_EQ(w.exit_code, 0) << w.output << "\n--- coordinator ---\n" << c.output;
   ASSERT_EQ(c.exit_code, 0) << c.output;
 
   // Every step: both ranks logged the same LoRA digest and a finite loss.
-  std::regex line(R"(\[rank (\d) INFO\] sync check global_step (\d+) loss (\S+) lora_sha256 ([0-9a-f]{64}))");
+  std::regex line(
+      R"(\[rank (\d) INFO\] sync check global_step (\d+) loss (\S+) lora_sha256 ([0-9a-f]{64}))");
   std::map<int, std::map<int, std::string>> digest;  // step -> rank -> sha
   for (auto it = std::sregex_iterator(w.output.begin(), w.output.end(), line);
        it != std::sregex_iterator(); ++it) {
@@ -305,10 +257,7 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   const std::string cont = (dir_ / "continued").string();
   const std::string cfg_c = write_config("c.yaml", cont, 1, 0, cport, mport, 0);
   {
-    std::ifstream in(cfg_c);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string y = text.str();
+    std::string y = read_file(cfg_c);
     y.replace(y.find("  learning_rate: 0.001"), 22, "  learning_rate: 0.0");
     y.replace(y.find("network:\n"), 9,
               "network:\n  network_weights: " + straight + "/e2e.safetensors\n");
@@ -338,13 +287,7 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
   // Two global batches per optimizer step (training.gradient_accumulation_steps); cached
   // text-encoder outputs need frozen text encoders (kohya: --network_train_unet_only).
   auto with_accumulation = [this](const std::string& path) {
-    std::string y;
-    {
-      std::ifstream in(with_unet_only(path));
-      std::stringstream text;
-      text << in.rdbuf();
-      y = text.str();
-    }
+    std::string y = read_file(with_unet_only(path));
     y.replace(y.find("  max_train_steps:"), 18,
               "  gradient_accumulation_steps: 2\n  max_train_steps:");
     std::ofstream(path) << y;
@@ -460,10 +403,7 @@ TEST_F(EndToEnd, JobTokenIsRequiredAndNeverWritten) {
   std::ofstream(token_file) << token << "\n";
   const std::string cfg = write_config("job.yaml", out, 2, 2, cport, mport, wport);
   {
-    std::ifstream in(cfg);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string y = text.str();
+    std::string y = read_file(cfg);
     y.replace(y.find("coordinator:\n"), 13,
               "coordinator:\n  job_token_file: " + token_file.string() + "\n");
     std::ofstream(cfg) << y;
@@ -494,8 +434,7 @@ TEST_F(EndToEnd, JobTokenIsRequiredAndNeverWritten) {
   int files = 0;
   for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
     if (!entry.is_regular_file() || entry.path() == token_file) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = read_file(entry.path().string());
     EXPECT_EQ(bytes.find(token), std::string::npos) << "the job token leaked into " << entry.path();
     ++files;
   }
@@ -535,7 +474,10 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;
   // A PyTorch pickle (torch.save writes a zip archive) in its place: refused before training,
   // recognised by content, with a hint to convert it.
-  { std::ofstream(checkpoint_, std::ios::binary) << "PK\x03\x04" "archive/data.pkl"; }
+  {
+    std::ofstream(checkpoint_, std::ios::binary) << "PK\x03\x04"
+                                                    "archive/data.pkl";
+  }
   c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg2);
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;

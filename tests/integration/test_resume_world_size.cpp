@@ -6,16 +6,14 @@
 // continues at stop + 1, the first resumed step's lr is the cosine at the stop step for the
 // recomputed total, and the run ends at that total.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include <array>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -27,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/integration/process_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -36,41 +36,10 @@ const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab
 constexpr double kLearningRate = 0.001;
 constexpr int kStopStep = 3;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout + stderr
-};
-
-RunResult run(const std::string& cmd) {
-  RunResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p) != nullptr) r.output += buf.data();
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-std::string mpirun(int np) {
-  std::string cmd = "mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none";
-  if (geteuid() == 0) cmd += " --allow-run-as-root";
-  return cmd;
-}
+using lf::test::free_port;
+using lf::test::mpirun;
+using lf::test::run;
+using lf::test::RunResult;
 
 // One logged sample.
 struct Entry {
@@ -136,20 +105,10 @@ class ResumeWorldSize : public ::testing::Test {
         << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
     dir_ = fs::temp_directory_path() / ("lf_wsize_" + std::to_string(getpid()));
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "train/2_photo");
-    fs::create_directories(dir_ / "reg/1_grey");
-    for (const char* stem : {"astronaut", "chelsea", "coffee"}) {
-      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".png",
-                    dir_ / "train/2_photo" / (std::string(stem) + ".png"));
-      fs::copy_file(kDemo + "/train/10_photo/" + stem + ".txt",
-                    dir_ / "train/2_photo" / (std::string(stem) + ".txt"));
-    }
-    for (const char* f : {"camera.png", "coins.png"}) {
-      fs::copy_file(kDemo + "/reg/1_photo/" + f, dir_ / "reg/1_grey" / f);
-    }
+    lf::test::copy_demo_photos(kDemo, dir_.string());
+    lf::test::copy_demo_reg_photos(kDemo, dir_.string());
     checkpoint_ = (dir_ / "base.safetensors").string();
-    RunResult mk = run(std::string(LF_MAKE_CHECKPOINT_BIN) +
-                       " --architecture tiny --seed 7 --output " + checkpoint_);
+    RunResult mk = lf::test::make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
     ASSERT_EQ(mk.exit_code, 0) << mk.output;
     cport_ = free_port();
     mport_ = free_port();
