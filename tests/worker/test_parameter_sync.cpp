@@ -43,6 +43,18 @@ TEST(ParameterSync, OneFusedAllreduceSumsGradsAndLoss) {
   EXPECT_TRUE(torch::equal(b.grad(), torch::arange(6, 10, torch::kFloat)));
 }
 
+TEST(ParameterSync, StopVotesRideInTheSameAllreduce) {
+  auto a = torch::zeros({2}, torch::requires_grad());
+  a.mutable_grad() = torch::full({2}, 1.0f);
+  // Peer: grads 0, 0; loss 4; its stop vote 1 (it saw SIGTERM).
+  FakeCommunicator comm(torch::tensor({0.f, 0.f, 4.f, 1.f}));
+  double votes = 0.0;  // this rank did not see the signal
+  const double loss = allreduce_gradients(comm, {a}, /*local_loss_sum=*/1.0, &votes);
+  EXPECT_EQ(comm.allreduce_calls, 1);  // no extra collective for the vote
+  EXPECT_DOUBLE_EQ(loss, 5.0);
+  EXPECT_DOUBLE_EQ(votes, 1.0);  // every rank learns that one rank wants to stop
+}
+
 TEST(ParameterSync, BroadcastCopiesRootValuesIntoEveryParameter) {
   auto a = torch::zeros({2}, torch::requires_grad());
   auto b = torch::zeros({3}, torch::requires_grad());
