@@ -1,0 +1,110 @@
+// lorafleet-launch's supervision loop on tiny shell commands: success, restarts after failures
+// with the cause and count passed on, no restart for bad input (exit 3), max_restarts
+// exhausted, preemptions (exit 143) not counted, and the backoff schedule.
+#include "worker/launch/launcher.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Launcher : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lf_launch_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Options running `script` with sh; no backoff so tests are fast.
+  LaunchOptions opts(const std::string& script, int nproc = 0) const {
+    LaunchOptions o;
+    o.nproc = nproc;
+    o.command = {"/bin/sh", "-c", script};
+    o.backoff_seconds = 0.0;
+    o.backoff_max_seconds = 0.0;
+    o.stop_grace_seconds = 2.0;
+    return o;
+  }
+  std::string read(const std::string& name) const {
+    std::ifstream in(dir_ / name);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  fs::path dir_;
+};
+
+TEST_F(Launcher, RunsEveryRankWithItsVariables) {
+  const std::string log = (dir_ / "ranks").string();
+  EXPECT_EQ(run_launcher(opts("echo \"$LF_RANK/$LF_WORLD_SIZE $LF_RESUME\" >> " + log, 3)), 0);
+  const std::string out = read("ranks");
+  for (const char* line : {"0/3 auto\n", "1/3 auto\n", "2/3 auto\n"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << out;
+  }
+}
+
+TEST_F(Launcher, RestartsAfterFailuresAndPassesTheCause) {
+  // Fails on the first two starts (counted in a file), succeeds on the third.
+  const std::string n = (dir_ / "n").string(), causes = (dir_ / "causes").string();
+  const std::string script = "c=$(cat " + n + " 2>/dev/null || echo 0); echo $((c+1)) > " + n +
+                             "; echo \"$LF_RESTART_COUNT:$LF_RESTART_CAUSE\" >> " + causes +
+                             "; [ $c -ge 2 ] || exit 7";
+  EXPECT_EQ(run_launcher(opts(script)), 0);
+  EXPECT_EQ(read("n"), "3\n");
+  EXPECT_EQ(read("causes"), "0:\n1:/bin/sh exited with code 7\n2:/bin/sh exited with code 7\n");
+}
+
+TEST_F(Launcher, GivesUpWhenMaxRestartsAreExhausted) {
+  LaunchOptions o = opts("echo x >> " + (dir_ / "starts").string() + "; exit 9");
+  o.max_restarts = 2;
+  EXPECT_EQ(run_launcher(o), 9);
+  EXPECT_EQ(read("starts"), "x\nx\nx\n");  // the first start and 2 restarts
+}
+
+TEST_F(Launcher, BadInputIsNotRetried) {
+  EXPECT_EQ(run_launcher(opts("echo x >> " + (dir_ / "starts").string() + "; exit 3")), 3);
+  EXPECT_EQ(read("starts"), "x\n");
+}
+
+TEST_F(Launcher, PreemptionsDoNotCountAgainstMaxRestarts) {
+  // Three preemptions (exit 143) then success, with max_restarts 0.
+  const std::string n = (dir_ / "n").string();
+  LaunchOptions o = opts("c=$(cat " + n + " 2>/dev/null || echo 0); echo $((c+1)) > " + n +
+                         "; [ $c -ge 3 ] || exit 143");
+  o.max_restarts = 0;
+  EXPECT_EQ(run_launcher(o), 0);
+  EXPECT_EQ(read("n"), "4\n");
+}
+
+TEST_F(Launcher, AFailedRankStopsTheOthers) {
+  // Rank 1 fails at once; rank 0 would run for a minute unless stopped.
+  LaunchOptions o = opts("if [ $LF_RANK = 1 ]; then exit 5; fi; sleep 60", 2);
+  o.max_restarts = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(run_launcher(o), 5);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+TEST(LauncherBackoff, DoublesUpToTheCap) {
+  LaunchOptions o;
+  o.backoff_seconds = 2.0;
+  o.backoff_max_seconds = 10.0;
+  EXPECT_DOUBLE_EQ(restart_backoff(o, 1), 2.0);
+  EXPECT_DOUBLE_EQ(restart_backoff(o, 2), 4.0);
+  EXPECT_DOUBLE_EQ(restart_backoff(o, 3), 8.0);
+  EXPECT_DOUBLE_EQ(restart_backoff(o, 4), 10.0);
+}
+
+}  // namespace
+}  // namespace lf
