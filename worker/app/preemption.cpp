@@ -24,15 +24,29 @@ long long now_ms() {
       .count();
 }
 
+std::atomic<bool> g_checkpointable{false};
+
 extern "C" void on_stop_signal(int sig) {
-  if (!g_requested.exchange(true)) {
-    g_signal.store(sig);
-    g_requested_at_ms.store(now_ms());  // steady_clock::now is lock-free on Linux
-  }
+  if (g_requested.load()) return;
+  // Time and signal first, the flag last: whoever sees the flag sees a valid time.
+  g_signal.store(sig);
+  g_requested_at_ms.store(now_ms());  // steady_clock::now is lock-free on Linux
+  g_requested.store(true, std::memory_order_release);
 }
 
 void watch() {
-  while (!g_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!g_requested.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!g_checkpointable.load()) {
+    // Registering, loading or caching: no step since the last checkpoint, nothing to save.
+    LF_WARN((g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM")
+            << " received before training started: nothing new to checkpoint; exiting with "
+            << kExitPreempted);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(kExitPreempted);
+  }
   LF_WARN((g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM")
           << " received: finishing the current step, committing a checkpoint, exiting with "
           << kExitPreempted << " within " << g_grace_ms.load() / 1000.0
@@ -67,7 +81,9 @@ void Preemption::set_grace(std::chrono::seconds grace) {
   g_grace_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(grace).count());
 }
 
-bool Preemption::requested() { return g_requested.load(); }
+bool Preemption::requested() { return g_requested.load(std::memory_order_acquire); }
+
+void Preemption::set_checkpointable() { g_checkpointable.store(true); }
 
 double Preemption::seconds_since_request() {
   return g_requested.load() ? (now_ms() - g_requested_at_ms.load()) / 1000.0 : 0.0;

@@ -23,6 +23,10 @@ class Preemption {
   static void set_grace(std::chrono::seconds grace);
   // True once SIGTERM/SIGINT arrived.
   static bool requested();
+  // From the first training step on, a signal waits for the group's checkpoint (up to the
+  // grace); before it (registering, loading, caching) there is nothing new to save, and the
+  // process exits 143 at once.
+  static void set_checkpointable();
   // Seconds since the signal (0 when none).
   static double seconds_since_request();
 };

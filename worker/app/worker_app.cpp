@@ -42,7 +42,9 @@ std::string env_or(const char* name, const std::string& fallback) {
 // The exit status for an exception (see the table at the top).
 int exit_code_for(const std::exception& e) {
   if (dynamic_cast<const CollectiveError*>(&e) != nullptr) return kExitPeerLost;
-  if (dynamic_cast<const CoordinatorError*>(&e) != nullptr) return kExitPeerLost;
+  if (const auto* c = dynamic_cast<const CoordinatorError*>(&e)) {
+    return c->permanent() ? kExitBadInput : kExitPeerLost;
+  }
   if (dynamic_cast<const ConfigError*>(&e) != nullptr) return kExitBadInput;
   if (dynamic_cast<const DatasetError*>(&e) != nullptr) return kExitBadInput;
   return 1;
@@ -130,15 +132,15 @@ int run_worker(int argc, char** argv) {
   }
   const int rank = launch.rank;
   set_log_role("rank " + std::to_string(rank));
-  // Under mpirun a failing rank ends the whole MPI job, so no peer waits in a collective.
-  auto fail = [&](int code) -> int {
-    if (under_mpi) MpiRuntime::abort(code);
-    return code;
-  };
+  // Under mpirun a failing rank ends the whole MPI job (MpiRuntime::abort), so no peer waits in
+  // a collective.
   ClientSecurity security;
+  // Outlives the try block: the failure report below goes out with this rank's generation.
+  std::unique_ptr<CoordinatorClient> client_ptr;
   try {
     security = load_client_security(job_token_file, tls_ca_file, tls_server_name);
-    CoordinatorClient client(coordinator, security);
+    client_ptr = std::make_unique<CoordinatorClient>(coordinator, security);
+    CoordinatorClient& client = *client_ptr;
     WorkerIdentity me;
     me.rank = rank;
     me.world_size = launch.world_size;
@@ -217,7 +219,10 @@ int run_worker(int argc, char** argv) {
     opts.stop_at_step = stop_at_step;
     opts.metrics_linger_seconds = metrics_linger_seconds;
     opts.progress_tty = !no_progress_bar && isatty(fileno(stdout));
-    opts.stop_requested = [] { return Preemption::requested(); };
+    opts.stop_requested = [] {  // polled once per step
+      Preemption::set_checkpointable();
+      return Preemption::requested();
+    };
     if (config.worker.metrics_port_base > 0) {
       opts.metrics_bind = config.worker.metrics_host + ":" +
                           std::to_string(config.worker.metrics_port_base + rank);
@@ -252,17 +257,23 @@ int run_worker(int argc, char** argv) {
     }
     return 0;
   } catch (const std::exception& e) {
-    const int code = Preemption::requested() ? kExitPreempted : exit_code_for(e);
+    // 143 only for a committed preemption (above) or the grace watchdog: an error while a
+    // SIGTERM is pending is still an error, and podFailurePolicy must count it.
+    const int code = exit_code_for(e);
     std::fprintf(stderr, "lorafleet-worker: error: rank %d: %s (exit %d)\n", rank, e.what(), code);
     std::fflush(stderr);
     try {
       // Best effort and brief: the coordinator may be what was lost.
-      RetryPolicy brief;
-      brief.budget = std::chrono::seconds(2);
-      CoordinatorClient(coordinator, security, brief).finish(rank, 0, false, e.what());
+      if (!client_ptr) client_ptr = std::make_unique<CoordinatorClient>(coordinator, security);
+      client_ptr->set_retry_budget(std::chrono::seconds(2));
+      client_ptr->finish(rank, 0, false, e.what());
     } catch (...) {
     }
-    return fail(code);
+    if (under_mpi) MpiRuntime::abort(code);
+    // Exit now: collective threads may be stuck on a dead peer, and destructors (the heartbeat
+    // thread's in-flight report) would only delay the supervisor's restart.
+    std::fflush(stdout);
+    _exit(code);
   }
 }
 

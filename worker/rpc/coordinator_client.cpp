@@ -27,8 +27,29 @@ namespace pb = lorafleet::v1;
 
 namespace {
 
+// "UNAVAILABLE: <message>": the code by name, as grpc's own tools print it.
 std::string describe(const grpc::Status& s) {
-  return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
+  static const char* const kNames[] = {
+      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  const int code = static_cast<int>(s.error_code());
+  const std::string name = code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
+  return name + ": " + s.error_message();
+}
+
+// A refusal the coordinator will repeat on every retry: see CoordinatorError::permanent().
+bool is_permanent(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -85,7 +106,12 @@ struct CoordinatorClient::Impl {
     while (true) {
       grpc::ClientContext ctx;
       prepare(&ctx);
-      ctx.set_deadline(std::chrono::system_clock::now() + per_attempt);
+      // One attempt never outlasts the whole budget (a dropped link makes connects hang).
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          budget - (std::chrono::steady_clock::now() - start));
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::max(std::chrono::milliseconds(100),
+                                std::min<std::chrono::milliseconds>(per_attempt, left)));
       ctx.set_wait_for_ready(wait_for_ready);
       const grpc::Status s = rpc(&ctx);
       const bool retryable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -221,7 +247,8 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
                   [&](grpc::ClientContext* ctx) { return impl_->stub->Register(ctx, req, &resp); });
   if (!s.ok()) {
     throw CoordinatorError("coordinator at " + address_ + " refused Register for rank " +
-                           std::to_string(me.rank) + ": " + describe(s));
+                               std::to_string(me.rank) + ": " + describe(s),
+                           is_permanent(s));
   }
   impl_->generation.store(resp.generation());
   {
@@ -260,7 +287,10 @@ Dataset CoordinatorClient::get_dataset() {
   const grpc::Status s = impl_->call(
       "GetDataset", true, std::chrono::seconds(120), false, impl_->retry.budget,
       [&](grpc::ClientContext* ctx) { return impl_->stub->GetDataset(ctx, req, &resp); });
-  if (!s.ok()) throw CoordinatorError("GetDataset from " + address_ + " failed: " + describe(s));
+  if (!s.ok()) {
+    throw CoordinatorError("GetDataset from " + address_ + " failed: " + describe(s),
+                           is_permanent(s));
+  }
   return dataset_from_proto(resp);
 }
 
@@ -273,7 +303,8 @@ EpochPlan CoordinatorClient::get_epoch_plan(int epoch) {
       [&](grpc::ClientContext* ctx) { return impl_->stub->GetEpochPlan(ctx, req, &resp); });
   if (!s.ok()) {
     throw CoordinatorError("GetEpochPlan(" + std::to_string(epoch) + ") from " + address_ +
-                           " failed: " + describe(s));
+                               " failed: " + describe(s),
+                           is_permanent(s));
   }
   return epoch_plan_from_proto(resp);
 }
@@ -302,9 +333,13 @@ bool CoordinatorClient::commit_checkpoint(int rank, std::int64_t global_step,
     const std::string msg = "CommitCheckpoint(step " + std::to_string(global_step) + ") to " +
                             address_ + " failed: " + describe(s);
     if (s.error_code() == grpc::StatusCode::ABORTED) throw GroupSupersededError(msg);
-    throw CoordinatorError(msg);
+    throw CoordinatorError(msg, is_permanent(s));
   }
   return ack.committed();
+}
+
+void CoordinatorClient::set_retry_budget(std::chrono::milliseconds budget) {
+  impl_->retry.budget = budget;
 }
 
 void CoordinatorClient::finish(int rank, std::int64_t global_step, bool ok,

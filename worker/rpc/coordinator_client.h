@@ -16,10 +16,17 @@
 namespace lf {
 
 // Thrown when the coordinator cannot be reached or answers with an error; what() names the
-// address and the RPC.
+// address and the RPC. permanent(): the coordinator refused the request itself (a bad rank or
+// world size, a wrong token, a torn --resume checkpoint, max_restarts exhausted, the job has
+// ended): starting the rank again cannot help, so the worker exits 3, not 75.
 class CoordinatorError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CoordinatorError(const std::string& what, bool permanent = false)
+      : std::runtime_error(what), permanent_(permanent) {}
+  bool permanent() const { return permanent_; }
+
+ private:
+  bool permanent_ = false;
 };
 
 // The coordinator refused an RPC with ABORTED: this rank's generation was superseded (a peer
@@ -133,6 +140,9 @@ class CoordinatorClient {
   // Throws the GroupSupersededError the background sender stored, if any (what() is the
   // coordinator's reason). For the trainer's step loop.
   void throw_if_superseded() const;
+  // Shortens (or lengthens) how long later blocking RPCs retry an unreachable coordinator; the
+  // failure path uses a brief budget, since the coordinator may be what was lost.
+  void set_retry_budget(std::chrono::milliseconds budget);
   // Whether a progress acknowledgement asked this rank to stop, and why (also set when
   // superseded). Thread-safe.
   bool stop_requested() const;
