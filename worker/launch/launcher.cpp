@@ -2,6 +2,7 @@
 #include "worker/launch/launcher.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -47,10 +49,21 @@ std::string describe_status(int status) {
 int code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 pid_t spawn(const LaunchOptions& o, int rank, int restart_count, const std::string& cause) {
+  const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid != 0) return pid;
-  // Child: its own process group, so a terminal's Ctrl-C reaches the launcher only.
+  if (pid < 0) {
+    throw std::runtime_error(std::string("lorafleet-launch: fork failed: ") + std::strerror(errno));
+  }
+  if (pid > 0) {
+    // Also here, not only in the child: a kill(-pid) right after fork must reach the group.
+    setpgid(pid, pid);
+    return pid;
+  }
+  // Child: its own process group, so a terminal's Ctrl-C reaches the launcher only; and it dies
+  // with the launcher, so a SIGKILLed supervisor leaves no orphans training on.
   setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   if (o.nproc > 0) {
@@ -156,7 +169,11 @@ int run_launcher(const LaunchOptions& o) {
                         << ": forwarding SIGTERM to the group and waiting for "
                            "its checkpoint");
       stop_group(members, o.stop_grace_seconds);
-      return kExitPreempted;
+      // All members done with 0: the job ended as the signal came; otherwise it was stopped.
+      const bool all_ok = std::all_of(members.begin(), members.end(), [](const Member& m) {
+        return WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
+      });
+      return all_ok ? 0 : kExitPreempted;
     }
     if (first_bad == nullptr) {
       LF_INFO("all " << n << " members finished"
@@ -168,9 +185,10 @@ int run_launcher(const LaunchOptions& o) {
             describe_status(first_bad->status);
     LF_WARN(cause << "; stopping the rest of the group");
     stop_group(members, o.stop_grace_seconds);
-    if (code == kExitBadInput) {
-      LF_ERROR("bad input (exit " << kExitBadInput << "): restarting cannot help; giving up");
-      return kExitBadInput;
+    if (code == kExitBadInput || code == 126 || code == 127) {
+      // 3: bad input or a refusal by the coordinator; 126/127: the command cannot be run.
+      LF_ERROR(cause << ": restarting cannot help; giving up");
+      return code;
     }
     const bool preempted = code == kExitPreempted;
     if (!preempted) ++failures;
