@@ -3,6 +3,8 @@
 // from gRPC and the exposer so "port 0" (tests, shared hosts) works.
 #include "coordinator/server.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -23,6 +25,25 @@ static std::string with_port(const std::string& address, int port) {
   const std::size_t colon = address.rfind(':');
   const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
   return host + ":" + std::to_string(port);
+}
+
+// The job config without what may change between coordinator runs of one job: where it
+// listens, how the group is launched and supervised (world size included: a resumed job may run
+// on another number of ranks), how long it trains and how often it saves. What is left (model,
+// data, network, optimizer, seed, output_dir) identifies the job whose state the file holds.
+static std::string training_identity_text(const std::string& yaml_text) {
+  YAML::Node root = YAML::Load(yaml_text);
+  if (!root.IsMap()) return yaml_text;
+  for (const char* section : {"coordinator", "cluster", "worker"}) root.remove(section);
+  if (root["training"] && root["training"].IsMap()) {
+    for (const char* key : {"max_train_steps", "max_train_epochs", "save_every_n_steps"}) {
+      root["training"].remove(key);
+    }
+  }
+  if (root["output"] && root["output"].IsMap()) root["output"].remove("keep_last_n_checkpoints");
+  YAML::Emitter out;
+  out << root;
+  return out.c_str();
 }
 
 CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorOptions& options)
@@ -63,7 +84,8 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
       (std::filesystem::path(config_.output.output_dir) / "coordinator" / "state.sqlite").string());
   if (!state_path.empty()) {
     store_ = std::make_unique<StateStore>(
-        state_path, StateStore::job_id_for(config_.yaml_text, config_.training.seed));
+        state_path, StateStore::job_id_for(training_identity_text(config_.yaml_text),
+                                           config_.training.seed));
   }
   service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options, store_.get());
 }

@@ -78,9 +78,12 @@ void CoordinatorService::restore(const StoredJob& stored) {
   const std::string& path = store_->path();
   if (stored.world_size > 0) {
     if (world_size_fixed_ && stored.world_size != world_size_) {
-      throw std::runtime_error("coordinator state " + path + ": the job runs with world_size " +
-                               std::to_string(stored.world_size) + ", but --world-size is " +
-                               std::to_string(world_size_));
+      // Resized between coordinator runs: the old generation cannot continue; the new group
+      // forms at the new size and resumes the last committed checkpoint (epoch plan lineage).
+      LF_WARN("coordinator state " << path << ": the job ran with world_size "
+                                   << stored.world_size << ", now " << world_size_
+                                   << ": generation " << stored.generation
+                                   << " is not restored; the group re-forms at the new size");
     }
     if (!world_size_fixed_) {
       const JobSchedule s = job_.set_world_size(stored.world_size);
@@ -511,7 +514,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
             "rank " + std::to_string(rank) + " registered with world_size " +
                 std::to_string(requested_ws) + ", but the job's world_size is " +
                 std::to_string(world_size_) +
-                (world_size_fixed_ ? " (--world-size)"
+                (world_size_fixed_ ? " (--world-size or cluster.world_size)"
                  : generation_ > 0 ? " (of its running generations)"
                                    : " (from the first registration)")};
   }
@@ -762,7 +765,7 @@ grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext* context,
     response->set_committed(false);
     return grpc::Status::OK;
   }
-  // Durable before acknowledged: workers prune older checkpoints once a commit is reported.
+  // Durable before acknowledged: a restarted coordinator must know every commit it confirmed.
   if (store_ != nullptr) {
     try {
       store_->record_commit(step, path);
