@@ -84,13 +84,21 @@ TEST(PrometheusScrape, QueriedGlobalStepEqualsTheCoordinatorsOwn) {
                " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) +
                " --log.level=warn");
   });
+  // Scraping must run while the workers train: wait until Prometheus is ready.
+  for (int i = 0; i < 120; ++i) {
+    if (run("curl -sf --max-time 2 http://127.0.0.1:" + std::to_string(prom_port) + "/-/ready")
+            .exit_code == 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
   auto coord = std::async(std::launch::async, [&] {
     return run(std::string(LF_COORDINATOR_BIN) + " --config " + (dir / "job.yaml").string());
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const RunResult workers = run(std::string(LF_LAUNCH_BIN) + " --nproc 2 -- " + LF_WORKER_BIN +
                                 " --coordinator 127.0.0.1:" + std::to_string(cport) +
-                                " --no-progress-bar --metrics-linger-seconds 3");
+                                " --no-progress-bar --metrics-linger-seconds 5");
   ASSERT_EQ(workers.exit_code, 0) << workers.output;
 
   // The coordinator's own answer, from its /metrics (it lingers after the job).
