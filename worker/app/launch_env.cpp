@@ -49,6 +49,12 @@ LaunchInfo resolve_launch(const std::string& flag) {
       break;
     }
   }
+  if (info.rank_source.empty() && flag == "auto") {
+    // Neither MPI nor a rank variable: one process on its own, as a singleton MPI run was.
+    info.world_size = 1;
+    info.rank_source = "none (a single process: rank 0 of 1)";
+    return info;
+  }
   if (info.rank_source.empty()) {
     throw std::invalid_argument(
         "--launcher env: no rank in the environment: set LF_RANK (or run as a Kubernetes "

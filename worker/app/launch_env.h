@@ -22,9 +22,10 @@ struct LaunchInfo {
   std::string rank_source;  // the variable the rank came from, for logs
 };
 
-// flag: "auto" (mpirun when OMPI_COMM_WORLD_SIZE or PMIX_RANK is set, else env), "mpirun" or
-// "env". Throws std::invalid_argument naming the flag or variable on a bad value, or when env
-// mode finds no rank variable.
+// flag: "auto" (mpirun when OMPI_COMM_WORLD_SIZE or PMIX_RANK is set, else env; with no rank
+// variable either, a single process: rank 0 of 1), "mpirun" or "env". Throws
+// std::invalid_argument naming the flag or variable on a bad value, or when "env" finds no rank
+// variable.
 LaunchInfo resolve_launch(const std::string& flag);
 
 // The local IP address this host uses to reach `host_port` (a UDP connect, no packet sent): the

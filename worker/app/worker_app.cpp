@@ -25,7 +25,6 @@
 #include "worker/dist/mpi_communicator.h"
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/timed_communicator.h"
-#include "worker/io/checkpoint.h"
 #include "worker/rpc/coordinator_client.h"
 #include "worker/train/trainer.h"
 
