@@ -9,10 +9,10 @@
 
 #include <chrono>
 
+#include "common/util/exit_codes.h"
+
 namespace lf {
 
-// 128 + SIGTERM, what Kubernetes and shells report for a process stopped by SIGTERM.
-inline constexpr int kExitPreempted = 143;
 
 class Preemption {
  public:

@@ -18,6 +18,7 @@
 
 #include "common/config/job_config.h"
 #include "common/data/dataset.h"
+#include "common/util/exit_codes.h"
 #include "common/util/log.h"
 #include "worker/app/launch_env.h"
 #include "worker/app/preemption.h"
@@ -30,8 +31,6 @@
 
 namespace lf {
 namespace {
-
-constexpr int kExitBadInput = 3;
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

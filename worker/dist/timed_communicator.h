@@ -13,12 +13,11 @@
 #include <mutex>
 #include <thread>
 
+#include "common/util/exit_codes.h"
 #include "worker/dist/communicator.h"
 
 namespace lf {
 
-// Exit status of a rank whose peer or coordinator was lost (BSD EX_TEMPFAIL: retry may succeed).
-inline constexpr int kExitPeerLost = 75;
 
 class TimedCommunicator : public Communicator {
  public:

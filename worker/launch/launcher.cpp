@@ -18,13 +18,11 @@
 #include <string>
 #include <thread>
 
+#include "common/util/exit_codes.h"
 #include "common/util/log.h"
 
 namespace lf {
 namespace {
-
-constexpr int kExitPreempted = 143;
-constexpr int kExitBadInput = 3;
 
 std::atomic<int> g_signal{0};
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
