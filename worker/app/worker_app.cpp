@@ -188,13 +188,14 @@ int run_worker(int argc, char** argv) {
     std::unique_ptr<Communicator> backend;
     if (under_mpi) {
       if (use_nccl) {
-        backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank));
+        backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank), setup_timeout);
       } else {
         backend = std::make_unique<MpiCommunicator>();
       }
     } else if (use_nccl && !job.nccl_unique_id.empty()) {
       backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank), rank,
-                                                   job.world_size, job.nccl_unique_id);
+                                                   job.world_size, job.nccl_unique_id,
+                                                   setup_timeout);
     } else {
       if (job.rendezvous_address.empty()) {
         throw CoordinatorError("the coordinator relayed no rendezvous address from rank 0");

@@ -90,7 +90,9 @@ struct NcclCommunicator::Impl {
   }
 };
 
-void NcclCommunicator::init(int device, const std::string& unique_id) {
+void NcclCommunicator::init(int device, const std::string& unique_id,
+                            std::chrono::milliseconds init_timeout) {
+  impl_->timeout = init_timeout;
   if (unique_id.size() != sizeof(ncclUniqueId)) {
     throw std::runtime_error("nccl: the relayed unique id has " + std::to_string(unique_id.size()) +
                              " bytes, expected " + std::to_string(sizeof(ncclUniqueId)));
@@ -105,19 +107,21 @@ void NcclCommunicator::init(int device, const std::string& unique_id) {
   impl_->wait("ncclCommInitRankConfig", rc, nullptr);
 }
 
-NcclCommunicator::NcclCommunicator(int device) : impl_(std::make_unique<Impl>()) {
+NcclCommunicator::NcclCommunicator(int device, std::chrono::milliseconds init_timeout)
+    : impl_(std::make_unique<Impl>()) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   std::string id(sizeof(ncclUniqueId), '\0');
   if (rank_ == 0) id = new_unique_id();
   MPI_Bcast(id.data(), static_cast<int>(id.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
-  init(device, id);
+  init(device, id, init_timeout);
 }
 
 NcclCommunicator::NcclCommunicator(int device, int rank, int world_size,
-                                   const std::string& unique_id)
+                                   const std::string& unique_id,
+                                   std::chrono::milliseconds init_timeout)
     : impl_(std::make_unique<Impl>()), rank_(rank), world_size_(world_size) {
-  init(device, unique_id);
+  init(device, unique_id, init_timeout);
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -177,8 +181,10 @@ namespace {
 }
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(int) { no_nccl(); }
-NcclCommunicator::NcclCommunicator(int, int, int, const std::string&) { no_nccl(); }
+NcclCommunicator::NcclCommunicator(int, std::chrono::milliseconds) { no_nccl(); }
+NcclCommunicator::NcclCommunicator(int, int, int, const std::string&, std::chrono::milliseconds) {
+  no_nccl();
+}
 NcclCommunicator::~NcclCommunicator() = default;
 std::string NcclCommunicator::new_unique_id() { no_nccl(); }
 void NcclCommunicator::set_timeout(std::chrono::milliseconds) {}

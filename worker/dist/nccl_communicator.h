@@ -18,9 +18,13 @@ namespace lf {
 class NcclCommunicator : public Communicator {
  public:
   // Under mpirun: collective over MPI_COMM_WORLD; `device` is this rank's CUDA device index.
-  explicit NcclCommunicator(int device);
+  // `init_timeout` bounds forming the communicator (the rendezvous timeout; ranks start at their
+  // own pace); later calls use set_timeout's value.
+  explicit NcclCommunicator(int device,
+                            std::chrono::milliseconds init_timeout = std::chrono::seconds(300));
   // Without MPI: `unique_id` is rank 0's new_unique_id(), relayed to every rank.
-  NcclCommunicator(int device, int rank, int world_size, const std::string& unique_id);
+  NcclCommunicator(int device, int rank, int world_size, const std::string& unique_id,
+                   std::chrono::milliseconds init_timeout = std::chrono::seconds(300));
   ~NcclCommunicator() override;
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -34,7 +38,7 @@ class NcclCommunicator : public Communicator {
   static std::string new_unique_id();
 
  private:
-  void init(int device, const std::string& unique_id);
+  void init(int device, const std::string& unique_id, std::chrono::milliseconds init_timeout);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
