@@ -14,25 +14,16 @@ namespace fs = std::filesystem;
 namespace lf {
 
 CheckpointPosition read_checkpoint_position(const std::string& dir) {
-  const TrainPosition t = read_train_position(dir);
   CheckpointPosition p;
+  static_cast<TrainPosition&>(p) = read_train_position(dir);
   p.dir = fs::absolute(dir).lexically_normal().string();
-  p.global_step = t.global_step;
-  p.epoch = t.epoch;
-  p.batches_in_epoch = t.step_in_epoch;
-  p.samples_in_epoch = t.samples_in_epoch;
-  p.world_size = t.world_size;
-  p.shared_seed = t.shared_seed;
-  p.plan_epoch = t.plan_epoch;
-  p.plan_digest = t.plan_digest;
-  p.plan_lineage = t.plan_lineage;
-  if (p.world_size < 1 || p.global_step < 0 || p.epoch < 0 || p.batches_in_epoch < 0) {
+  if (p.world_size < 1 || p.global_step < 0 || p.epoch < 0 || p.step_in_epoch < 0) {
     throw std::runtime_error(dir +
                              "/train_state.safetensors: train state position is out of "
                              "range (world_size " +
                              std::to_string(p.world_size) + ", global_step " +
                              std::to_string(p.global_step) + ", epoch " + std::to_string(p.epoch) +
-                             ", step_in_epoch " + std::to_string(p.batches_in_epoch) + ")");
+                             ", step_in_epoch " + std::to_string(p.step_in_epoch) + ")");
   }
   return p;
 }

@@ -8,24 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "common/data/epoch_plan.h"
+#include "common/checkpoint/checkpoint_layout.h"
 
 namespace lf {
 
-// The position fields of a checkpoint's train state (worker/io/checkpoint.h TrainState).
-struct CheckpointPosition {
-  std::string dir;                    // absolute checkpoint directory
-  std::int64_t global_step = 0;       // optimizer steps completed
-  int epoch = 0;                      // 0-based epoch of the next step
-  std::int64_t batches_in_epoch = 0;  // global batches of `epoch` consumed
-  std::int64_t samples_in_epoch = 0;  // samples of `epoch` consumed, all ranks
-  int world_size = 1;                 // ranks that wrote it
-  std::uint64_t shared_seed = 0;
-  int plan_epoch = -1;      // epoch of the plan the last step came from; -1: unknown
-  std::string plan_digest;  // epoch_plan_digest of that plan; "": unknown
-  // How plan_epoch's plan was served: segments of (world_size, batches). Checkpoints written
-  // before lineages existed get one segment of world_size (batches_in_epoch when mid-epoch).
-  std::vector<PlanSegment> plan_lineage;
+// A committed checkpoint: its directory and the position its train state records
+// (common/checkpoint/checkpoint_layout.h TrainPosition; step_in_epoch = global batches of
+// `epoch` consumed, plan_lineage = the (world_size, batches) segments they were served in).
+struct CheckpointPosition : TrainPosition {
+  std::string dir;  // absolute checkpoint directory
 };
 
 // Resolves what the workers' --resume said: "" -> nullopt (fresh run); "auto" -> the newest

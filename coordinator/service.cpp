@@ -29,7 +29,7 @@ static void fill_resume_point(const CheckpointPosition& p, pb::ResumePoint* out)
   out->set_checkpoint(p.dir);
   out->set_global_step(p.global_step);
   out->set_epoch(p.epoch);
-  out->set_batches_in_epoch(p.batches_in_epoch);
+  out->set_batches_in_epoch(p.step_in_epoch);
   out->set_samples_in_epoch(p.samples_in_epoch);
   out->set_world_size(p.world_size);
   out->set_plan_digest(p.plan_digest);
@@ -448,8 +448,8 @@ grpc::Status CoordinatorService::plan_group_resume() {
       JobResume r;
       r.global_step = pos->global_step;
       r.epoch = pos->epoch;
-      r.batches_in_epoch = pos->batches_in_epoch;
-      if (pos->batches_in_epoch > 0) r.lineage = pos->plan_lineage;
+      r.batches_in_epoch = pos->step_in_epoch;
+      if (pos->step_in_epoch > 0) r.lineage = pos->plan_lineage;
       s = job_.set_world_size(world_size_);
       s = job_.set_resume(r);
       LF_INFO("the group resumes from " << pos->dir << " (written by " << pos->world_size

@@ -488,7 +488,7 @@ TEST_F(CoordinatorTest, ResumeRequestResolution) {
   ASSERT_TRUE(latest.has_value());
   EXPECT_EQ(latest->dir, (out / "checkpoints/step-00000005").string());
   EXPECT_EQ(latest->global_step, 5);
-  EXPECT_EQ(latest->batches_in_epoch, 5);
+  EXPECT_EQ(latest->step_in_epoch, 5);
   EXPECT_EQ(latest->samples_in_epoch, 7);
   EXPECT_EQ(latest->world_size, 1);
   EXPECT_EQ(latest->shared_seed, 1234u);
