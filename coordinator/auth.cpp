@@ -11,21 +11,13 @@
 
 #include "common/io/sha256.h"
 #include "common/security/secret.h"
+#include "common/util/host_port.h"
 #include "common/util/log.h"
 
 namespace lf {
 namespace {
 
 constexpr const char* kTokenEnv = "LF_JOB_TOKEN";
-
-std::string host_of(const std::string& address) {
-  const std::size_t colon = address.rfind(':');
-  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
 
 bool equal_constant_time(const std::string& a, const std::string& b) {
   // Both are 64-character digests; the length check never depends on the secret.
@@ -49,7 +41,7 @@ bool starts_with_bearer(const std::string& value) {
 }  // namespace
 
 bool is_loopback_listen_address(const std::string& listen_address) {
-  std::string host = host_of(listen_address);
+  std::string host = split_host_port(listen_address).host;
   std::transform(host.begin(), host.end(), host.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (host == "localhost" || host == "::1") return true;

@@ -56,6 +56,7 @@ TrainPosition sample_position(std::int64_t step) {
   p.batch_sizes = {2, 1};
   p.plan_epoch = 2;
   p.plan_digest = std::string(64, 'f');
+  p.plan_lineage = {{2, 10}, {4, 7}};  // 17 batches: 10 on 2 ranks, then 7 on 4
   return p;
 }
 
@@ -307,10 +308,11 @@ TEST_F(CheckpointLayout, ReadTrainPositionFromTheHeader) {
   EXPECT_EQ(t.batch_sizes, (std::vector<std::int64_t>{2, 1}));
   EXPECT_EQ(t.plan_epoch, 2);
   EXPECT_EQ(t.plan_digest, std::string(64, 'f'));
+  EXPECT_EQ(t.plan_lineage, (std::vector<PlanSegment>{{2, 10}, {4, 7}}));
   // Older states without the optional keys read as their defaults.
   auto meta = train_position_metadata(want);
-  for (const char* k :
-       {"reg_cursor", "gradient_accumulation_steps", "batch_sizes", "plan_epoch", "plan_digest"}) {
+  for (const char* k : {"reg_cursor", "gradient_accumulation_steps", "batch_sizes", "plan_epoch",
+                        "plan_digest", "plan_lineage"}) {
     meta.erase(std::string("lorafleet.state.") + k);
   }
   const TrainPosition old = parse_train_position(meta, "old.safetensors");
@@ -318,6 +320,8 @@ TEST_F(CheckpointLayout, ReadTrainPositionFromTheHeader) {
   EXPECT_EQ(old.gradient_accumulation_steps, 0);
   EXPECT_EQ(old.plan_epoch, -1);
   EXPECT_EQ(old.plan_digest, "");
+  // Without a lineage, the whole epoch so far was served to the writers' world size.
+  EXPECT_EQ(old.plan_lineage, (std::vector<PlanSegment>{{4, 17}}));
 }
 
 TEST_F(CheckpointLayout, MalformedTrainPositionNamesFileAndKey) {

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "common/util/host_port.h"
+
 namespace lf {
 namespace {
 
@@ -76,15 +78,13 @@ LaunchInfo resolve_launch(const std::string& flag) {
 }
 
 std::string local_address_towards(const std::string& host_port) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos) return "";
-  std::string host = host_port.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const HostPort hp = split_host_port(host_port);
+  if (hp.port.empty()) return "";
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), host_port.substr(colon + 1).c_str(), &hints, &res) != 0) {
+  if (getaddrinfo(hp.host.c_str(), hp.port.c_str(), &hints, &res) != 0) {
     return "";
   }
   std::string out;

@@ -10,19 +10,19 @@
 #include <exception>
 #include <vector>
 
+#include "common/util/host_port.h"
+
 namespace lf {
 namespace {
 
-std::pair<std::string, int> split_host_port(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+// The store's host and port; throws CollectiveError naming the address when either is missing.
+std::pair<std::string, int> store_host_port(const std::string& address) {
+  const HostPort hp = split_host_port(address);
+  if (hp.host.empty() || hp.port.empty() ||
+      hp.port.find_first_not_of("0123456789") != std::string::npos) {
     throw CollectiveError("gloo: store address '" + address + "' is not host:port");
   }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return {host, std::stoi(address.substr(colon + 1))};
+  return {hp.host, std::stoi(hp.port)};
 }
 
 }  // namespace
@@ -79,7 +79,7 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, GlooStoreServer* 
     if (server != nullptr) {
       impl_->store = server->impl_->store;
     } else {
-      const auto [host, port] = split_host_port(options.store_address);
+      const auto [host, port] = store_host_port(options.store_address);
       c10d::TCPStoreOptions opts;
       opts.port = static_cast<std::uint16_t>(port);
       opts.isServer = false;
