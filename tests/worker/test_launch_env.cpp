@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
+
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -17,7 +19,8 @@ class LaunchEnv : public ::testing::Test {
   void TearDown() override { clear(); }
   static void clear() {
     for (const char* v : {"LF_RANK", "JOB_COMPLETION_INDEX", "RANK", "LF_WORLD_SIZE", "WORLD_SIZE",
-                          "LF_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"}) {
+                          "LF_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_RANK"}) {
       unsetenv(v);
     }
   }
@@ -68,6 +71,37 @@ TEST_F(LaunchEnv, ErrorsNameTheFlagOrVariable) {
               "environment variable LF_RANK: expected an integer >= 0, got 'one'");
   }
   EXPECT_THROW(resolve_launch("slurm"), std::invalid_argument);
+}
+
+TEST_F(LaunchEnv, LocalRankFromMpirunElseTheEnvironmentElseUnset) {
+  EXPECT_EQ(resolve_launch("auto").local_rank, -1);  // the worker then uses its rank
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  EXPECT_EQ(resolve_launch("auto").mode, LaunchMode::kMpirun);
+  EXPECT_EQ(resolve_launch("auto").local_rank, 3);  // mpirun's own wins
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(resolve_launch("mpirun").local_rank, 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
+  EXPECT_THROW(resolve_launch("auto"), std::invalid_argument);
+}
+
+TEST(TrainingDevice, CpuOnRequestCudaOnlyWhenVisible) {
+  EXPECT_EQ(choose_training_device("cpu", 0), at::Device(at::kCPU));
+  const bool cuda = torch::cuda::is_available();
+  EXPECT_EQ(cuda_device_index(5) >= 0, cuda);
+  EXPECT_EQ(choose_training_device("auto", 0).type(), cuda ? at::kCUDA : at::kCPU);
+  if (cuda) {
+    EXPECT_EQ(choose_training_device("cuda", 1).index(), 1 % torch::cuda::device_count());
+  } else {
+    try {
+      choose_training_device("cuda", 0);
+      ADD_FAILURE() << "cuda was accepted without a CUDA device";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "worker.device: cuda requested but no CUDA device is visible");
+    }
+  }
 }
 
 TEST(LocalAddress, IsTheSourceAddressOfTheRoute) {

@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <torch/cuda.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -43,6 +46,18 @@ LaunchInfo resolve_launch(const std::string& flag) {
   } else {
     throw std::invalid_argument("--launcher: expected auto, mpirun or env, got '" + flag + "'");
   }
+  if (info.mode == LaunchMode::kMpirun) {
+    if (const char* v = env("OMPI_COMM_WORLD_LOCAL_RANK")) {
+      info.local_rank = parse_non_negative("OMPI_COMM_WORLD_LOCAL_RANK", v);
+      return info;
+    }
+  }
+  for (const char* name : {"LF_LOCAL_RANK", "LOCAL_RANK"}) {
+    if (const char* v = env(name)) {
+      info.local_rank = parse_non_negative(name, v);
+      break;
+    }
+  }
   if (info.mode == LaunchMode::kMpirun) return info;
   for (const char* name : {"LF_RANK", "JOB_COMPLETION_INDEX", "RANK"}) {
     if (const char* v = env(name)) {
@@ -68,13 +83,22 @@ LaunchInfo resolve_launch(const std::string& flag) {
       break;
     }
   }
-  for (const char* name : {"LF_LOCAL_RANK", "LOCAL_RANK"}) {
-    if (const char* v = env(name)) {
-      info.local_rank = parse_non_negative(name, v);
-      break;
-    }
-  }
   return info;
+}
+
+int cuda_device_index(int local_rank) {
+  if (!torch::cuda::is_available()) return -1;
+  const int count = static_cast<int>(torch::cuda::device_count());
+  return count > 0 ? std::max(0, local_rank) % count : -1;
+}
+
+at::Device choose_training_device(const std::string& worker_device, int local_rank) {
+  const int index = worker_device == "cpu" ? -1 : cuda_device_index(local_rank);
+  if (worker_device == "cuda" && index < 0) {
+    throw std::runtime_error("worker.device: cuda requested but no CUDA device is visible");
+  }
+  if (index < 0) return at::Device(at::kCPU);
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 std::string local_address_towards(const std::string& host_port) {

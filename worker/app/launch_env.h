@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include <c10/core/Device.h>
+
 namespace lf {
 
 enum class LaunchMode { kMpirun, kEnv };
@@ -18,7 +20,10 @@ struct LaunchInfo {
   LaunchMode mode = LaunchMode::kEnv;
   int rank = 0;             // env mode; mpirun mode fills it from MPI later
   int world_size = 0;       // env mode: 0 = take the job's cluster.world_size
-  int local_rank = 0;       // LF_LOCAL_RANK / LOCAL_RANK (GPU index on a multi-GPU host)
+  // The rank on this host (its GPU index on a multi-GPU host): OMPI_COMM_WORLD_LOCAL_RANK under
+  // mpirun, else LF_LOCAL_RANK, else LOCAL_RANK (torchrun's name); -1 when none is set (the
+  // caller uses the rank).
+  int local_rank = -1;
   std::string rank_source;  // the variable the rank came from, for logs
 };
 
@@ -27,6 +32,15 @@ struct LaunchInfo {
 // std::invalid_argument naming the flag or variable on a bad value, or when "env" finds no rank
 // variable.
 LaunchInfo resolve_launch(const std::string& flag);
+
+// This process's CUDA device index: local_rank modulo the device count LibTorch sees, one GPU
+// per local rank as torchrun's LOCAL_RANK convention; -1 when LibTorch sees no CUDA device.
+int cuda_device_index(int local_rank);
+
+// The device a rank trains on, chosen once: worker.device "cpu" -> CPU; "cuda" -> cuda:<index>
+// (cuda_device_index), or a std::runtime_error naming worker.device when no CUDA device is
+// visible; "auto" -> cuda:<index> when one is visible, else the CPU.
+at::Device choose_training_device(const std::string& worker_device, int local_rank);
 
 // The local IP address this host uses to reach `host_port` (a UDP connect, no packet sent): the
 // address rank 0 advertises for its rendezvous store when LF_ADVERTISE_ADDRESS is not set.

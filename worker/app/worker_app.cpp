@@ -22,6 +22,7 @@
 #include "common/util/log.h"
 #include "worker/app/launch_env.h"
 #include "worker/app/preemption.h"
+#include "worker/app/training_monitor.h"
 #include "worker/dist/gloo_communicator.h"
 #include "worker/dist/mpi_communicator.h"
 #include "worker/dist/nccl_communicator.h"
@@ -129,6 +130,7 @@ int run_worker(int argc, char** argv) {
     launch.world_size = mpi->world_size();
   }
   const int rank = launch.rank;
+  if (launch.local_rank < 0) launch.local_rank = rank;  // one rank per host unless told
   set_log_role("rank " + std::to_string(rank));
   // Under mpirun a failing rank ends the whole MPI job (MpiRuntime::abort), so no peer waits in
   // a collective.
@@ -149,13 +151,14 @@ int run_worker(int argc, char** argv) {
     me.pid = static_cast<int>(getpid());
     me.restart_count = std::atoi(env_or("LF_RESTART_COUNT", "0").c_str());
     me.restart_cause = env_or("LF_RESTART_CAUSE", "");
-    const bool cuda = torch_cuda_available();
+    const int cuda_index = cuda_device_index(launch.local_rank);
+    const bool cuda = cuda_index >= 0;
     // The coordinator resolves the path: make it independent of this process's directory.
     me.resume = resume.empty() || resume == "auto"
                     ? resume
                     : std::filesystem::absolute(resume).lexically_normal().string();
     // The device this rank will train on unless the job config says worker.device: cpu.
-    me.device = cuda ? "cuda:" + std::to_string(cuda_device_for_rank(rank)) : "cpu";
+    me.device = cuda ? "cuda:" + std::to_string(cuda_index) : "cpu";
     // Env mode: rank 0 opens the rendezvous before registering, so the coordinator can relay it.
     std::unique_ptr<GlooStoreServer> store;
     if (!under_mpi && rank == 0) {
@@ -184,16 +187,18 @@ int run_worker(int argc, char** argv) {
 
     // Setup collectives run under the rendezvous timeout; run_training narrows it per step.
     const auto setup_timeout = std::chrono::seconds(config.cluster.rendezvous_timeout_seconds);
-    const bool use_nccl = config.worker.device != "cpu" && nccl_compiled_in() && cuda;
+    // The one place the training device is chosen (worker.device and the local rank).
+    const at::Device device = choose_training_device(config.worker.device, launch.local_rank);
+    const bool use_nccl = device.is_cuda() && nccl_compiled_in();
     std::unique_ptr<Communicator> backend;
     if (under_mpi) {
       if (use_nccl) {
-        backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank), setup_timeout);
+        backend = std::make_unique<NcclCommunicator>(device.index(), setup_timeout);
       } else {
         backend = std::make_unique<MpiCommunicator>();
       }
     } else if (use_nccl && !job.nccl_unique_id.empty()) {
-      backend = std::make_unique<NcclCommunicator>(cuda_device_for_rank(rank), rank,
+      backend = std::make_unique<NcclCommunicator>(device.index(), rank,
                                                    job.world_size, job.nccl_unique_id,
                                                    setup_timeout);
     } else {
@@ -212,20 +217,30 @@ int run_worker(int argc, char** argv) {
       backend = std::make_unique<GlooCommunicator>(gloo, store.get());
     }
     TimedCommunicator comm(std::move(backend), setup_timeout);
+    TrainingMonitorOptions monitor_options;
+    monitor_options.rank = rank;
+    monitor_options.progress_tty = !no_progress_bar && isatty(fileno(stdout));
+    monitor_options.output_dir = config.output.output_dir;
+    monitor_options.metrics_linger_seconds = metrics_linger_seconds;
+    if (config.worker.metrics_port_base > 0) {
+      monitor_options.metrics_bind = config.worker.metrics_host + ":" +
+                                     std::to_string(config.worker.metrics_port_base + rank);
+    }
+    TrainingMonitor monitor(monitor_options);
+    if (!monitor_options.metrics_bind.empty()) {
+      LF_INFO("metrics at http://" << config.worker.metrics_host << ":" << monitor.metrics_port()
+                                   << "/metrics");
+    }
     TrainerOptions opts;
+    opts.device = device;
+    opts.observer = &monitor;
     opts.sample_log = sample_log;
     opts.verify_sync_every = verify_sync_every;
     opts.stop_at_step = stop_at_step;
-    opts.metrics_linger_seconds = metrics_linger_seconds;
-    opts.progress_tty = !no_progress_bar && isatty(fileno(stdout));
     opts.stop_requested = [] {  // polled once per step
       Preemption::set_checkpointable();
       return Preemption::requested();
     };
-    if (config.worker.metrics_port_base > 0) {
-      opts.metrics_bind = config.worker.metrics_host + ":" +
-                          std::to_string(config.worker.metrics_port_base + rank);
-    }
     if (rank == 0) {
       LF_INFO("job " << job.job_config_name << ": world_size " << job.world_size << ", "
                      << job.max_train_steps << " steps over " << job.num_epochs

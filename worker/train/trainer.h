@@ -1,28 +1,32 @@
 // The data-parallel training loop of one rank. Every step is one global batch of the
-// coordinator's epoch plan; this rank trains on its slice, gradients are averaged with one fused
-// allreduce (sum of per-rank gradients of loss_sum / global_batch_size, so the result is the
-// exact global-batch mean even when the last batch of a bucket leaves some ranks short), and
-// every rank applies the same AdamW step, so LoRA weights stay identical on all ranks.
+// coordinator's epoch plan (or gradient_accumulation_steps of them); this rank trains on its
+// slice, gradients are averaged with one fused allreduce (sum of per-rank gradients of
+// loss_sum / global_batch_size, so the result is the exact global-batch mean even when the last
+// batch of a bucket leaves some ranks short), and every rank applies the same optimizer step, so
+// LoRA weights stay identical on all ranks. Setup lives in training_session.h, one optimizer
+// step in train_one_step.h; this loop owns epochs, the position, preemption and the checkpoint
+// cadence.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include <c10/core/Device.h>
+
 #include "common/config/job_config.h"
 #include "worker/dist/communicator.h"
 #include "worker/rpc/coordinator_client.h"
+#include "worker/train/train_observer.h"
 
 namespace lf {
 
 struct TrainerOptions {
-  int verify_sync_every = 0;   // > 0: every N steps, check all ranks hold identical LoRA weights
-  bool progress_tty = false;   // rank 0 draws a bar (true) or plain lines (false)
-  std::string metrics_bind;    // "host:port" of this rank's /metrics ("" = off)
+  at::Device device = at::Device(at::kCPU);  // chosen once by the launch environment
+  int verify_sync_every = 0;  // > 0: every N steps, check all ranks hold identical LoRA weights
   // > 0: stop once global_step reaches this (checkpoint, then exit cleanly); the job's
   // schedule (max_train_steps, LR) is unchanged, so a later --resume continues exactly.
   std::int64_t stop_at_step = 0;
-  int metrics_linger_seconds = 0;  // keep serving /metrics this long after training
   // Polled once per step (SIGTERM seen, see worker/app/preemption.h). Its vote rides in the
   // gradient allreduce; once any rank votes, every rank commits a checkpoint after that same
   // step and returns with TrainResult::preempted. Unset: never.
@@ -30,6 +34,7 @@ struct TrainerOptions {
   // --sample-log: "" = off; else every rank appends its trained samples to
   // <sample_log>.rank<r>.jsonl (worker/train/sample_log.h).
   std::string sample_log;
+  TrainObserver* observer = nullptr;  // progress bar, metrics (not owned; null = none)
 };
 
 struct TrainResult {
@@ -40,13 +45,6 @@ struct TrainResult {
   std::int64_t steps_run = 0;   // steps run by this process (excludes resumed ones)
   bool preempted = false;       // stopped early on a stop vote, after committing checkpoint_dir
 };
-
-// True when LibTorch sees a CUDA device.
-bool torch_cuda_available();
-// This rank's CUDA device: OMPI_COMM_WORLD_LOCAL_RANK (else LF_LOCAL_RANK, LOCAL_RANK, else
-// rank) modulo the device count,
-// one GPU per local rank as torchrun's LOCAL_RANK convention.
-int cuda_device_for_rank(int rank);
 
 // Runs the job to max_train_steps, from the checkpoint the coordinator chose for the group
 // (job.resume) or fresh. The LR of each step is lr_at_step(global_step) with the total

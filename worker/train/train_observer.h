@@ -1,0 +1,36 @@
+// What the training loop tells whoever watches it (rank 0's progress bar, each rank's /metrics),
+// so that worker/train depends on no display or exporter. Every method is called on the
+// training thread, after the step's collectives, identically on every rank.
+#pragma once
+
+#include <cstdint>
+
+namespace lf {
+
+// One completed optimizer step as the loop reports it.
+struct StepReport {
+  std::int64_t global_step = 0;  // completed optimizer steps, this one included
+  int epoch = 0;                 // 0-based epoch the step belongs to
+  double loss = 0.0;             // global-batch mean loss of the step
+  double learning_rate = 0.0;    // the reported group's lr (UNet's, else text encoders')
+  int local_samples = 0;         // samples this rank trained in the step
+  double step_seconds = 0.0;     // wall time of the whole step
+  double allreduce_seconds = 0.0;
+  double data_wait_seconds = 0.0;  // plan fetch + input assembly
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  // Before the first step: the job's total optimizer steps and the steps already done (resume).
+  virtual void on_start(std::int64_t total_steps, std::int64_t start_step) {
+    (void)total_steps;
+    (void)start_step;
+  }
+  virtual void on_step(const StepReport& report) { (void)report; }
+  // After the last step of this process. completed: the job trained to its end here (false for
+  // a preemption, a --stop-at-step stop or a resume with nothing left to train).
+  virtual void on_end(bool completed) { (void)completed; }
+};
+
+}  // namespace lf

@@ -1,0 +1,260 @@
+// Training setup (see header), stage by stage.
+#include "worker/train/training_session.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "common/io/safetensors.h"
+#include "common/io/sha256.h"
+#include "common/util/elapsed.h"
+#include "common/util/log.h"
+#include "common/util/wall_clock.h"
+#include "worker/core/model/state_dict.h"
+#include "worker/dist/parameter_sync.h"
+#include "worker/io/lora_file.h"
+#include "worker/train/model_identity.h"
+#include "worker/train/resume_point.h"
+#include "worker/train/rng_streams.h"
+
+namespace fs = std::filesystem;
+
+namespace lf {
+namespace {
+
+// Identity of a frozen model for cache keys: a digest of all its weights (model_identity.h).
+std::string weights_identity(const torch::nn::Module& module) {
+  const WeightMap w = module_weights(module, "");
+  return module_identity(std::map<std::string, at::Tensor>(w.begin(), w.end()));
+}
+
+// Identity of the text encoders for the text-output disk cache: every encoder's weights and the
+// layer each returns.
+std::string text_encoders_identity(TextEncoderStack& encoders) {
+  std::string id;
+  for (auto& te : encoders.encoders()) id += weights_identity(*te) + ";";
+  return sha256_hex(id + "layers=" + encoders.layer_rendering());
+}
+
+// dataset.cache_dir, or <output_dir>/cache when it is not set.
+std::string cache_dir_of(const JobConfig& config) {
+  return config.dataset.cache_dir.empty()
+             ? (fs::path(config.output.output_dir) / "cache").string()
+             : config.dataset.cache_dir;
+}
+
+// True when the checkpoint's LoRA file has text-encoder modules.
+bool checkpoint_has_text_encoder_lora(const std::string& dir) {
+  const SafetensorsFile saved = SafetensorsFile::open(dir + "/lora.safetensors");
+  return std::any_of(saved.tensors().begin(), saved.tensors().end(),
+                     [](const TensorInfo& t) { return t.name.rfind("lora_te", 0) == 0; });
+}
+
+}  // namespace
+
+TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& job_,
+                                 Communicator& comm_, CoordinatorClient& coordinator_,
+                                 at::Device device_)
+    : config(config_),
+      job(job_),
+      comm(comm_),
+      coordinator(coordinator_),
+      device(device_),
+      rank(comm_.rank()),
+      world_size(comm_.world_size()) {
+  torch::set_num_threads(std::max(1, config.worker.num_threads));
+  comm.set_timeout(std::chrono::seconds(config.cluster.rendezvous_timeout_seconds));
+  // Cheap checks on the output folder and the resume point first, before the model loads. The
+  // coordinator already checked that its plan of the checkpoint's epoch is the one the
+  // checkpoint was trained on (plan_digest).
+  std::unique_ptr<ResumePoint> resume;
+  if (job.resume.checkpoint.empty()) {
+    refuse_existing_checkpoints(config.output.output_dir);
+  } else {
+    resume = std::make_unique<ResumePoint>(open_resume_point(job, config));
+    resume_dir = resume->dir;
+  }
+  load_model();
+  build_network(resume.get());
+  build_optimizer();
+  restore(std::move(resume));
+  prepare_data();
+}
+
+TrainingSession::~TrainingSession() = default;
+
+double TrainingSession::reported_lr(double factor) const {
+  return factor * (train_unet ? unet_lr : text_encoder_lr);
+}
+
+// The base checkpoint through the same loader real checkpoints use, frozen, on the device.
+void TrainingSession::load_model() {
+  const std::string& ckpt = config.model.pretrained_model_name_or_path;
+  if (!fs::exists(ckpt)) {
+    throw std::runtime_error("model.pretrained_model_name_or_path: " + ckpt +
+                             " does not exist (expected a single-file .safetensors checkpoint)");
+  }
+  base = load_base_model(config.model);
+  SDModels& models = base.models;
+  std::vector<torch::nn::Module*> frozen = {models.unet.get(), models.vae_encoder.get()};
+  for (auto& te : models.text_encoders) frozen.push_back(te.get());
+  for (torch::nn::Module* m : frozen) {
+    freeze_parameters(*m);
+    m->eval();
+    m->to(device);
+  }
+  if (rank == 0) LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary);
+  const ModelFamily family = models.preset.family;
+  if (rank == 0 && config.model.v_parameterization && family != ModelFamily::kSD2) {
+    // As kohya: v-prediction is an SD 2.x (768-v) convention; elsewhere it is usually a mistake.
+    LF_WARN("model.v_parameterization is set for a " << family_name(family)
+                                                      << " model; v-prediction base models are "
+                                                         "SD 2.x 768-v");
+  }
+}
+
+// The LoRA: rank 0's initial weights are broadcast so every rank starts identical.
+void TrainingSession::build_network(const ResumePoint* resume) {
+  const auto& net = config.network;
+  SDModels& models = base.models;
+  auto init_gen = make_cpu_generator(lora_init_seed(config.training.seed));
+  LoRANetworkOptions options;
+  options.network_dim = net.network_dim;
+  options.network_alpha = net.network_alpha;
+  options.conv_dim = net.conv_dim;
+  options.conv_alpha = net.conv_alpha;
+  // kohya: a part whose own lr is set to 0 is not trained (no modules, the text cache stays on).
+  options.train_unet = !net.network_train_text_encoder_only && !(net.unet_lr && *net.unet_lr == 0);
+  options.train_text_encoder =
+      !net.network_train_unet_only && !(net.text_encoder_lr && *net.text_encoder_lr == 0);
+  if (resume && options.train_text_encoder && !checkpoint_has_text_encoder_lora(resume->dir)) {
+    // A checkpoint without text-encoder modules (network_train_unet_only, or lorafleet before
+    // text-encoder LoRA became the default) resumes as it was trained, not with a new network.
+    options.train_text_encoder = false;
+    if (rank == 0) {
+      LF_WARN(resume->dir << " was trained without text-encoder LoRA modules; resuming it "
+                             "UNet-only (set network.network_train_unet_only: true to say so)");
+    }
+  }
+  // Adapters are created on each target layer's device (the models are already there).
+  const bool sdxl = models.preset.family == ModelFamily::kSDXL;
+  lora = std::make_unique<LoRANetwork>(models.unet, unet_lora_naming(models.unet, sdxl),
+                                       kohya_text_encoder_targets(models), options, init_gen);
+  if (!net.network_weights.empty()) {
+    const LoRALoadReport report = load_network_weights(*lora, net.network_weights);
+    if (rank == 0) {
+      LF_INFO("network_weights " << net.network_weights << ": " << report.loaded_modules
+                                 << " modules loaded (" << report.variants << ")");
+      if (!report.missing_modules.empty()) {
+        LF_WARN("network_weights: " << report.missing_modules.size()
+                                    << " modules of this network are not in the file and keep "
+                                       "their fresh init, e.g. "
+                                    << report.missing_modules.front());
+      }
+    }
+  }
+  params = lora->parameters();
+  param_names = lora->parameter_names();
+  broadcast_parameters(comm, params, 0);
+  const std::size_t te_modules = lora->text_encoder_parameters().size() / 2;
+  if (rank == 0) {
+    LF_INFO("LoRA: " << lora->module_names().size() << " modules (" << te_modules
+                     << " on the text encoders), network_dim " << net.network_dim
+                     << ", network_alpha " << net.network_alpha
+                     << (net.conv_dim > 0 ? ", conv_dim " + std::to_string(net.conv_dim) : "")
+                     << ", " << lora->num_parameters() << " parameters");
+  }
+  train_unet = options.train_unet;
+  train_text_encoder = te_modules > 0;
+}
+
+// AdamW with kohya's unet_lr / text_encoder_lr groups: one schedule, each group's lr a multiple
+// of its factor.
+void TrainingSession::build_optimizer() {
+  const auto& tr = config.training;
+  AdamWOptions adam;
+  adam.beta1 = tr.adam_beta1;
+  adam.beta2 = tr.adam_beta2;
+  adam.eps = tr.adam_epsilon;
+  adam.weight_decay = tr.adam_weight_decay;
+  unet_lr = config.network.unet_lr.value_or(tr.learning_rate);
+  text_encoder_lr = config.network.text_encoder_lr.value_or(tr.learning_rate);
+  std::vector<double> lr_of_param(params.size(), unet_lr);
+  std::set<const void*> te_params;
+  for (const auto& p : lora->text_encoder_parameters()) te_params.insert(p.unsafeGetTensorImpl());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (te_params.count(params[i].unsafeGetTensorImpl())) lr_of_param[i] = text_encoder_lr;
+  }
+  optimizer = std::make_unique<LoRAOptimizer>(params, adam, lr_of_param);
+}
+
+// The position to continue at: the checkpoint's, or a fresh one.
+void TrainingSession::restore(std::unique_ptr<ResumePoint> resume) {
+  if (!resume) {
+    state.shared_seed = job.shared_seed;
+    state.world_size = world_size;
+    state.session_id = static_cast<std::int64_t>(mix_seed(job.shared_seed, job.generation, 7) >> 1);
+    state.training_started_at = static_cast<double>(output_timestamp());
+  } else {
+    state = apply_resume_point(std::move(*resume), job, rank, *lora, *optimizer, param_names);
+  }
+  state.world_size = world_size;  // this group's, whoever wrote the checkpoint
+  state.gradient_accumulation_steps = config.training.gradient_accumulation_steps;
+  state.batch_sizes = batch_sizes_of(config);
+}
+
+// The dataset, the text encoders and the caches of their outputs and of the latents.
+void TrainingSession::prepare_data() {
+  dataset = coordinator.get_dataset();
+  tokenizer = std::make_unique<CLIPTokenizer>(CLIPTokenizer::from_file(config.model.tokenizer_vocab));
+  const ModelPreset& preset = base.models.preset;
+  encoders = std::make_unique<TextEncoderStack>(preset, base.models.text_encoders, *tokenizer,
+                                                config.training.clip_skip);
+  // Frozen text encoders: their outputs are cached per caption (kohya
+  // cache_text_encoder_outputs); trained ones run every step.
+  if (!train_text_encoder) {
+    TextCache::Options text_options;
+    text_options.device = device;
+    if (config.dataset.cache_text_encoder_outputs_to_disk) {
+      text_options.disk_dir = (fs::path(cache_dir_of(config)) / "text").string();
+      text_options.text_encoder_identity = text_encoders_identity(*encoders);
+      text_options.tokenizer_identity = sha256_file_hex(config.model.tokenizer_vocab);
+    }
+    texts = std::make_unique<TextCache>(*encoders, text_options);
+  }
+  LatentCache::Options latent_options;
+  latent_options.device = device;
+  // Always: the VAE noise of an entry is seeded by its key, which holds the VAE's identity, so
+  // a run with the disk cache and one without encode the very same latents.
+  VAEEncoder& vae = base.models.vae_encoder;
+  latent_options.vae_identity = weights_identity(*vae);
+  if (config.dataset.cache_latents_to_disk) {
+    latent_options.disk_dir = (fs::path(cache_dir_of(config)) / "latents").string();
+  }
+  latents = std::make_unique<LatentCache>(
+      dataset, latent_options, [vae](const at::Tensor& x, std::uint64_t noise_seed) mutable {
+        torch::NoGradGuard no_grad;
+        auto gen = make_cpu_generator(noise_seed);
+        return vae->sample_latents(x, gen);
+      });
+  if (config.dataset.cache_latents_to_disk) {
+    // kohya cache_latents_to_disk: every rank encodes its share of the missing entries before
+    // training, then all read every entry from disk.
+    const auto t0 = SteadyClock::now();
+    const LatentCache::ShardStats st = latents->precompute_shard(rank, world_size);
+    comm.barrier();
+    LF_INFO("latent cache " << latent_options.disk_dir << ": " << st.encoded
+                            << " encoded by this rank, " << st.reused << " reused, "
+                            << st.stale << " stale re-encoded (" << seconds_since(t0) << " s)");
+  }
+  lr_schedule.name = config.training.lr_scheduler;
+  lr_schedule.base_lr = 1.0;  // the schedule's factor; each group's lr multiplies it
+  lr_schedule.warmup_steps = config.training.lr_warmup_steps;
+  lr_schedule.total_steps = job.max_train_steps;
+}
+
+}  // namespace lf
