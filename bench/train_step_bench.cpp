@@ -12,7 +12,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -20,6 +19,7 @@
 #include "lora/lora_network.h"
 #include "model/model_config.h"
 #include "model/unet.h"
+#include "train/autocast.h"
 #include "train/noise_schedule.h"
 #include "train/optimizer.h"
 #include "train/seeding.h"
@@ -80,38 +80,6 @@ std::string json_number(double v) {
   std::snprintf(buf, sizeof(buf), "%.6g", v);
   return buf;
 }
-
-// bf16 autocast for one device type while in scope, as torch.autocast(device_type,
-// dtype=torch.bfloat16) does in Python: the previous enabled flag and dtype come back on exit,
-// and the cast cache (bf16 copies of the fp32 LoRA weights) is cleared when the outermost
-// region ends, since the optimizer step changes those weights before the next forward.
-class BF16AutocastScope {
- public:
-  BF16AutocastScope(c10::DeviceType device_type, bool enabled)
-      : device_type_(device_type),
-        active_(enabled),
-        prev_enabled_(at::autocast::is_autocast_enabled(device_type)),
-        prev_dtype_(at::autocast::get_autocast_dtype(device_type)) {
-    if (!active_) return;
-    at::autocast::set_autocast_enabled(device_type_, true);
-    at::autocast::set_autocast_dtype(device_type_, at::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~BF16AutocastScope() {
-    if (!active_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(device_type_, prev_enabled_);
-    at::autocast::set_autocast_dtype(device_type_, prev_dtype_);
-  }
-  BF16AutocastScope(const BF16AutocastScope&) = delete;
-  BF16AutocastScope& operator=(const BF16AutocastScope&) = delete;
-
- private:
-  c10::DeviceType device_type_;
-  bool active_;
-  bool prev_enabled_;
-  at::ScalarType prev_dtype_;
-};
 
 }  // namespace
 
@@ -223,7 +191,7 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   if (options.autocast) {
     // A silent no-op autocast would time an fp32/bf16-weights step under an "autocast" label,
     // so check that a linear of fp32 operands comes out bf16 inside the scope.
-    BF16AutocastScope amp(device.type(), true);
+    AutocastScope amp(device.type(), at::kBFloat16);
     const auto f32 = torch::dtype(torch::kFloat32).device(device);
     const torch::Tensor probe = at::linear(torch::ones({1, 8}, f32), torch::ones({8, 8}, f32));
     if (probe.scalar_type() != torch::kBFloat16) {
@@ -239,7 +207,7 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
     at::Generator gen = make_cpu_generator(mix_seed(options.seed, 0, static_cast<uint64_t>(step)));
     {
       // The region Python's peer wraps in torch.autocast; backward and step stay outside.
-      BF16AutocastScope amp(device.type(), options.autocast);
+      AutocastScope amp(device.type(), at::kBFloat16, options.autocast);
       loss = compute_loss_sum(unet, schedule, inputs, gen) / static_cast<double>(b);
     }
     loss.backward();

@@ -280,6 +280,35 @@ std::string misplaced_hint(const std::string& name) {
                                     ")";
 }
 
+// kohya's preconditions of the precision keys (train_network.py asserts them at start-up).
+void validate_precision(const Parser& p, const JobConfig& c) {
+  const auto& t = c.training;
+  auto fail = [&p](const std::string& key, const std::string& problem) {
+    p.fail_key(p.line_for(key), key, problem);
+  };
+  if (t.mixed_precision != "no" && t.mixed_precision != "fp16" && t.mixed_precision != "bf16") {
+    fail("training.mixed_precision",
+         "expected one of: no, fp16, bf16 (kohya --mixed_precision), got '" + t.mixed_precision +
+             "'");
+  }
+  if (t.full_fp16 && t.full_bf16) {
+    fail("training.full_bf16", "expected at most one of full_fp16 and full_bf16, got both true");
+  }
+  if (t.full_fp16 && t.mixed_precision != "fp16") {
+    fail("training.full_fp16", "needs training.mixed_precision: fp16 (as kohya), got '" +
+                                   t.mixed_precision + "'");
+  }
+  if (t.full_bf16 && t.mixed_precision != "bf16") {
+    fail("training.full_bf16", "needs training.mixed_precision: bf16 (as kohya), got '" +
+                                   t.mixed_precision + "'");
+  }
+  if (c.model.fp8_base && t.mixed_precision == "no") {
+    fail("model.fp8_base",
+         "needs training.mixed_precision fp16 or bf16 (the compute dtype the float8 weights "
+         "are upcast to, as kohya), got 'no'");
+  }
+}
+
 // folder_datasets: form 1 (train_data_dir/reg_data_dir), which needs train_data_dir.
 void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   auto require = [&p](bool ok, const std::string& key, const std::string& expected,
@@ -306,6 +335,8 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           str(m.architecture));
   require(!m.tokenizer_vocab.empty(), "model.tokenizer_vocab",
           "a non-empty path to bpe_simple_vocab_16e6.txt.gz", "nothing");
+  require(m.vae_dtype == "fp32" || m.vae_dtype == "fp16" || m.vae_dtype == "bf16",
+          "model.vae_dtype", "one of: fp32, fp16, bf16", str(m.vae_dtype));
 
   // The kohya dataset keys are checked per resolved dataset (dataset_keys.cpp).
   auto& d = c.dataset;
@@ -402,6 +433,7 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   require(t.adam_epsilon >= 0, "training.adam_epsilon", "a number >= 0", num(t.adam_epsilon));
   require(t.adam_weight_decay >= 0, "training.adam_weight_decay", "a number >= 0",
           num(t.adam_weight_decay));
+  validate_precision(p, c);
 
   const auto& o = c.output;
   require(!o.output_dir.empty(), "output.output_dir", "a non-empty folder path", "nothing");
@@ -409,6 +441,10 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           "output.output_name", "a non-empty file name without '/'", str(o.output_name));
   require(o.keep_last_n_checkpoints >= 0, "output.keep_last_n_checkpoints",
           "an integer >= 0 (0 keeps all)", std::to_string(o.keep_last_n_checkpoints));
+  require(o.save_precision == "float" || o.save_precision == "fp16" ||
+              o.save_precision == "bf16",
+          "output.save_precision", "one of: float, fp16, bf16 (kohya --save_precision)",
+          str(o.save_precision));
 
   const auto& co = c.coordinator;
   require(!co.listen_address.empty(), "coordinator.listen_address", "a host:port address",
@@ -426,6 +462,17 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           std::to_string(w.num_threads));
   require(w.device == "auto" || w.device == "cpu" || w.device == "cuda", "worker.device",
           "one of: auto, cpu, cuda", str(w.device));
+  require(w.vram_budget_gb >= 0, "worker.vram_budget_gb", "GiB >= 0 (0 = no budget)",
+          num(w.vram_budget_gb));
+  require(w.vram_budget_gb == 0 || w.device != "cpu", "worker.vram_budget_gb",
+          "0 with worker.device cpu (the budget streams UNet weights to a GPU)",
+          num(w.vram_budget_gb));
+  require(w.vram_budget_gb == 0 || c.training.gradient_checkpointing, "worker.vram_budget_gb",
+          "0 unless training.gradient_checkpointing is true (a streamed block's weights must "
+          "be fetched again when its backward recomputes it)",
+          num(w.vram_budget_gb));
+  require(w.offload_streams >= 1 && w.offload_streams <= 8, "worker.offload_streams",
+          "an integer in [1, 8]", std::to_string(w.offload_streams));
 
   require(co.tls_cert_file.empty() == co.tls_key_file.empty(), "coordinator.tls_cert_file",
           "tls_cert_file and tls_key_file together (or neither)",
@@ -550,7 +597,8 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
         p.string_field("architecture", &m.architecture),
         p.bool_field("v_parameterization", &m.v_parameterization),
         p.bool_field("disable_mmap_load_safetensors", &m.disable_mmap_load_safetensors),
-        p.string_field("tokenizer_vocab", &m.tokenizer_vocab)}},
+        p.string_field("tokenizer_vocab", &m.tokenizer_vocab),
+        p.string_field("vae_dtype", &m.vae_dtype), p.bool_field("fp8_base", &m.fp8_base)}},
       {"dataset", dataset_fields},
       {"network",
        {p.int_field("network_dim", &n.network_dim),
@@ -575,10 +623,15 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
         p.double_field("adam_beta1", &t.adam_beta1), p.double_field("adam_beta2", &t.adam_beta2),
         p.double_field("adam_epsilon", &t.adam_epsilon),
         p.double_field("adam_weight_decay", &t.adam_weight_decay),
-        p.int_field("clip_skip", &t.clip_skip)}},
+        p.int_field("clip_skip", &t.clip_skip),
+        p.string_field("mixed_precision", &t.mixed_precision),
+        p.bool_field("full_fp16", &t.full_fp16), p.bool_field("full_bf16", &t.full_bf16),
+        p.bool_field("gradient_checkpointing", &t.gradient_checkpointing),
+        p.bool_field("deterministic", &t.deterministic)}},
       {"output",
        {p.string_field("output_dir", &o.output_dir), p.string_field("output_name", &o.output_name),
-        p.int_field("keep_last_n_checkpoints", &o.keep_last_n_checkpoints)}},
+        p.int_field("keep_last_n_checkpoints", &o.keep_last_n_checkpoints),
+        p.string_field("save_precision", &o.save_precision)}},
       {"coordinator",
        {p.string_field("listen_address", &co.listen_address),
         p.string_field("metrics_address", &co.metrics_address),
@@ -590,7 +643,9 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
       {"worker",
        {p.string_field("metrics_host", &w.metrics_host),
         p.int_field("metrics_port_base", &w.metrics_port_base),
-        p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device)}},
+        p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device),
+        p.double_field("vram_budget_gb", &w.vram_budget_gb),
+        p.int_field("offload_streams", &w.offload_streams)}},
       {"cluster",
        {p.int_field("world_size", &cl.world_size),
         p.int_field("collective_timeout", &cl.collective_timeout),

@@ -37,6 +37,12 @@ struct ModelSection {
   bool disable_mmap_load_safetensors = false;
   // CLIP BPE vocabulary (bpe_simple_vocab_16e6.txt.gz), shipped by open_clip_torch.
   std::string tokenizer_vocab = ".deps/bpe_simple_vocab_16e6.txt.gz";
+  // dtype of the VAE encoder that fills the latent cache: fp32 | fp16 | bf16. fp32 by default
+  // whatever training.mixed_precision says (kohya's --no_half_vae; SDXL's VAE overflows in fp16).
+  std::string vae_dtype = "fp32";
+  // kohya --fp8_base: the frozen UNet's Linear and Conv weights are stored as float8_e4m3fn and
+  // upcast per layer to the compute dtype; needs training.mixed_precision fp16 or bf16.
+  bool fp8_base = false;
 };
 
 // The job YAML's `dataset:` section. It plays kohya's command line: train_data_dir/reg_data_dir
@@ -109,12 +115,30 @@ struct TrainingSection {
   // LN, SDXL: penultimate of both encoders); k >= 1 takes the output k layers from the end of
   // the SD1/SD2 encoder, final LN applied, as kohya. Not supported for SDXL (kohya ignores it).
   int clip_skip = 0;
+  // kohya --mixed_precision: no | fp16 | bf16. With fp16/bf16 the frozen UNet and text encoders
+  // are stored in that dtype (kohya's weight_dtype), the forward passes run under autocast, the
+  // loss is fp32, and the LoRA weights and optimizer state stay fp32; fp16 adds dynamic loss
+  // scaling (torch.amp.GradScaler's defaults).
+  std::string mixed_precision = "no";
+  // kohya --full_fp16 / --full_bf16: the LoRA weights, their gradients and the optimizer state
+  // in half precision too; each needs the matching mixed_precision.
+  bool full_fp16 = false;
+  bool full_bf16 = false;
+  // kohya --gradient_checkpointing: recompute each UNet ResBlock and transformer block (and each
+  // text-encoder layer while it trains) in backward instead of keeping its activations.
+  bool gradient_checkpointing = false;
+  // LibTorch's deterministic-algorithms mode and CUBLAS_WORKSPACE_CONFIG on CUDA (docs say what
+  // is bit-exact on GPU); CPU runs are bit-exact either way.
+  bool deterministic = false;
 };
 
 struct OutputSection {
   std::string output_dir = "output";
   std::string output_name = "lora";
   int keep_last_n_checkpoints = 0;  // 0 keeps all
+  // kohya --save_precision of the LoRA files: float | fp16 | bf16 (the .alpha scalars stay
+  // float32 and exact). Checkpoints keep the training dtype, so resume stays exact.
+  std::string save_precision = "float";
 };
 
 struct CoordinatorSection {
@@ -141,6 +165,13 @@ struct WorkerSection {
   int metrics_port_base = 9410;  // rank r serves /metrics on base + r; 0 disables
   int num_threads = 1;           // intra-op threads per rank (CPU)
   std::string device = "auto";   // auto | cpu | cuda
+  // GiB of device memory the training may use; 0 = no limit. When the frozen UNet does not fit
+  // beside the activations, the blocks that cost most to stream stay resident and the others
+  // are streamed from pinned host memory ahead of their use (CUDA only; needs
+  // training.gradient_checkpointing).
+  double vram_budget_gb = 0.0;
+  // Blocks in flight on the side stream while streaming (each needs its own device buffer).
+  int offload_streams = 2;
 };
 
 // How the group is launched, supervised and kept from hanging (docs/cluster.md).

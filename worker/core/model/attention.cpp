@@ -66,6 +66,14 @@ BasicTransformerBlockImpl::BasicTransformerBlockImpl(int64_t dim, int64_t heads,
 
 torch::Tensor BasicTransformerBlockImpl::forward(const torch::Tensor& x,
                                                  const torch::Tensor& context) {
+  return run_block(
+      *this,
+      [this](const std::vector<torch::Tensor>& in) { return forward_block(in[0], in[1]); },
+      {x, context});
+}
+
+torch::Tensor BasicTransformerBlockImpl::forward_block(const torch::Tensor& x,
+                                                       const torch::Tensor& context) {
   torch::Tensor h = attn1_->forward(norm1_->forward(x)) + x;
   h = attn2_->forward(norm2_->forward(h), context) + h;
   return ff_->forward(norm3_->forward(h)) + h;

@@ -12,6 +12,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/gradient_checkpoint.h"
 #include "model/lora_compatible.h"
 
 namespace lf {
@@ -59,14 +60,17 @@ class FeedForwardImpl : public torch::nn::Module {
 TORCH_MODULE(FeedForward);
 
 // ldm BasicTransformerBlock: x += attn1(norm1 x); x += attn2(norm2 x, ctx); x += ff(norm3 x).
-// LayerNorm eps 1e-5.
-class BasicTransformerBlockImpl : public torch::nn::Module {
+// LayerNorm eps 1e-5. With gradient checkpointing it is one recomputed unit (diffusers
+// checkpoints each BasicTransformerBlock of a Transformer2DModel).
+class BasicTransformerBlockImpl : public torch::nn::Module, public CheckpointableBlock {
  public:
   BasicTransformerBlockImpl(int64_t dim, int64_t heads, int64_t dim_head, int64_t context_dim);
   // x [B, T, dim], context [B, S, context_dim] -> [B, T, dim].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& context);
 
  private:
+  torch::Tensor forward_block(const torch::Tensor& x, const torch::Tensor& context);
+
   CrossAttention attn1_{nullptr};
   FeedForward ff_{nullptr};
   CrossAttention attn2_{nullptr};

@@ -61,6 +61,11 @@ CLIPEncoderLayerImpl::CLIPEncoderLayerImpl(const CLIPTextConfig& c) {
 }
 
 torch::Tensor CLIPEncoderLayerImpl::forward(const torch::Tensor& x) {
+  return run_block(
+      *this, [this](const std::vector<torch::Tensor>& in) { return forward_block(in[0]); }, {x});
+}
+
+torch::Tensor CLIPEncoderLayerImpl::forward_block(const torch::Tensor& x) {
   torch::Tensor h = x + self_attn_->forward(layer_norm1_->forward(x));
   return h + mlp_->forward(layer_norm2_->forward(h));
 }
@@ -120,6 +125,10 @@ CLIPTextOutput CLIPTextModelImpl::forward(const torch::Tensor& input_ids,
   torch::Tensor pooled = final_layer_norm_->forward(h.index({torch::arange(b, i64), eos}));
   out.pooled = text_projection_ ? text_projection_->forward(pooled) : pooled;
   return out;
+}
+
+std::size_t CLIPTextModelImpl::set_gradient_checkpointing(bool on) {
+  return lf::set_gradient_checkpointing(*this, on);
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/gradient_checkpoint.h"
 #include "model/lora_compatible.h"
 #include "model/model_config.h"
 
@@ -49,14 +50,17 @@ class CLIPMLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CLIPMLP);
 
-// HF CLIPEncoderLayer (pre-LN): x += self_attn(layer_norm1 x); x += mlp(layer_norm2 x).
-class CLIPEncoderLayerImpl : public torch::nn::Module {
+// HF CLIPEncoderLayer (pre-LN): x += self_attn(layer_norm1 x); x += mlp(layer_norm2 x). With
+// gradient checkpointing it is one recomputed unit (transformers checkpoints each layer).
+class CLIPEncoderLayerImpl : public torch::nn::Module, public CheckpointableBlock {
  public:
   explicit CLIPEncoderLayerImpl(const CLIPTextConfig& config);
   // x [B, T, hidden] -> [B, T, hidden].
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
+  torch::Tensor forward_block(const torch::Tensor& x);
+
   CLIPAttention self_attn_{nullptr};
   torch::nn::LayerNorm layer_norm1_{nullptr};
   CLIPMLP mlp_{nullptr};
@@ -94,6 +98,10 @@ class CLIPTextModelImpl : public torch::nn::Module {
                          bool apply_final_layer_norm = true, bool with_pooled = true);
 
   const CLIPTextConfig& config() const { return config_; }
+
+  // transformers gradient_checkpointing_enable(): every encoder layer recomputes its forward in
+  // backward. Returns the number of layers.
+  std::size_t set_gradient_checkpointing(bool on);
 
  private:
   CLIPTextConfig config_;

@@ -83,6 +83,12 @@ ResBlockImpl::ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t em
 }
 
 torch::Tensor ResBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& emb) {
+  return run_block(
+      *this, [this](const std::vector<torch::Tensor>& in) { return forward_block(in[0], in[1]); },
+      {x, emb});
+}
+
+torch::Tensor ResBlockImpl::forward_block(const torch::Tensor& x, const torch::Tensor& emb) {
   torch::Tensor h = in_layers_->forward(x);
   torch::Tensor emb_out = emb_layers_->forward(emb).to(h.scalar_type());
   h = h + emb_out.unsqueeze(-1).unsqueeze(-1);
@@ -258,6 +264,10 @@ torch::Tensor UNetModelImpl::forward(const torch::Tensor& x, const torch::Tensor
     h = block->as<TimestepEmbedSequentialImpl>()->forward(h, emb, context);
   }
   return out_->forward(h);
+}
+
+std::size_t UNetModelImpl::set_gradient_checkpointing(bool on) {
+  return lf::set_gradient_checkpointing(*this, on);
 }
 
 void load_state_dict(UNetModel& unet, const std::unordered_map<std::string, torch::Tensor>& weights,

@@ -18,6 +18,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/attention.h"
+#include "model/gradient_checkpoint.h"
 #include "model/lora_compatible.h"
 #include "model/model_config.h"
 
@@ -43,8 +44,9 @@ torch::Tensor sdxl_vector_conditioning(const torch::Tensor& pooled, const torch:
 // ldm ResBlock (no scale-shift norm, dropout 0): in_layers.{0 GroupNorm, 1 SiLU, 2 conv3x3},
 // emb_layers.{0 SiLU, 1 Linear}, out_layers.{0 GroupNorm, 1 SiLU, 2 dropout, 3 conv3x3},
 // skip_connection conv1x1 only when in != out. GroupNorm eps 1e-5. The convs and the emb Linear
-// are LoRA-compatible (kohya LoCon targets).
-class ResBlockImpl : public torch::nn::Module {
+// are LoRA-compatible (kohya LoCon targets). With gradient checkpointing it is one recomputed
+// unit (diffusers checkpoints each ResnetBlock2D).
+class ResBlockImpl : public torch::nn::Module, public CheckpointableBlock {
  public:
   ResBlockImpl(int64_t in_channels, int64_t out_channels, int64_t emb_channels,
                int64_t norm_num_groups);
@@ -52,6 +54,8 @@ class ResBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& emb);
 
  private:
+  torch::Tensor forward_block(const torch::Tensor& x, const torch::Tensor& emb);
+
   torch::nn::Sequential in_layers_{nullptr}, emb_layers_{nullptr}, out_layers_{nullptr};
   LoRACompatibleConv skip_connection_{nullptr};
 };
@@ -113,6 +117,10 @@ class UNetModelImpl : public torch::nn::Module {
  public:
   // Throws std::invalid_argument when config.validate() fails.
   explicit UNetModelImpl(const UNetConfig& config);
+
+  // kohya --gradient_checkpointing: every ResBlock and BasicTransformerBlock recomputes its
+  // forward in backward. Returns the number of checkpointed blocks.
+  std::size_t set_gradient_checkpointing(bool on);
 
   // x [B, in_channels, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (float or int64,
   // in [0, 1000)), context [B, S, context_dim], y [B, adm_in_channels] (SDXL vector
