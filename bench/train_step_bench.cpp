@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "device/cuda_info.h"
 #include "lora/lora_network.h"
 #include "model/model_config.h"
 #include "model/unet.h"
@@ -226,9 +227,11 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   result.mean_step_s = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
   result.min_step_s = sorted.front();
   if (cuda) {
-    const int64_t peak = cuda_peak_allocated_bytes(device.has_index() ? device.index() : 0);
-    if (peak < 0) throw std::runtime_error("this build has no c10_cuda memory statistics");
-    result.peak_mem_mib = static_cast<double>(peak) / kMiB;
+    if (!cuda_support_compiled()) {
+      throw std::runtime_error("this build has no c10_cuda memory statistics");
+    }
+    const int index = device.has_index() ? device.index() : 0;
+    result.peak_mem_mib = static_cast<double>(cuda_memory_stats(index).peak_allocated_bytes) / kMiB;
     result.peak_mem_kind = "cuda_max_allocated";
   } else {
     result.peak_mem_mib = max_rss_mib();

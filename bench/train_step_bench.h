@@ -64,8 +64,4 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options);
 std::string train_step_bench_json(const TrainStepBenchOptions& options,
                                   const TrainStepBenchResult& result);
 
-// Peak bytes the c10 CUDA caching allocator has handed out on `device_index` since start, or
-// -1 when this build has no CUDA (bench/cuda_memory.cpp).
-int64_t cuda_peak_allocated_bytes(int device_index);
-
 }  // namespace lf

@@ -457,6 +457,12 @@ std::map<std::string, std::string> train_position_metadata(const TrainPosition& 
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", s.training_started_at);
   put("training_started_at", buf);
+  if (s.loss_scale > 0) {  // only runs with loss scaling carry it: other states stay as they were
+    std::snprintf(buf, sizeof(buf), "%.17g", s.loss_scale);
+    put("loss_scale", buf);
+    put("loss_scale_growth_tracker", std::to_string(s.loss_scale_growth_tracker));
+    put("skipped_steps", std::to_string(s.skipped_steps));
+  }
   return meta;
 }
 
@@ -494,6 +500,12 @@ TrainPosition parse_train_position(const std::map<std::string, std::string>& m,
     }
   } else {
     s.plan_lineage = {{s.world_size, s.step_in_epoch}};  // one group served the whole epoch
+  }
+  if (find_key(m, "loss_scale") != nullptr) {
+    s.loss_scale = required_number<double>(m, "loss_scale", file, "a number");
+    s.loss_scale_growth_tracker =
+        required_number<std::int64_t>(m, "loss_scale_growth_tracker", file, "an integer");
+    s.skipped_steps = required_number<std::int64_t>(m, "skipped_steps", file, "an integer");
   }
   return s;
 }

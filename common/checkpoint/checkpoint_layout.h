@@ -135,6 +135,13 @@ struct TrainPosition {
   // batches) segments, the last one this group's. Mid-epoch the batches add up to
   // step_in_epoch. Checkpoints without it load as one segment {world_size, step_in_epoch}.
   std::vector<PlanSegment> plan_lineage;
+  // fp16 dynamic loss scaling (LossScaler): the scale and its clean-step count after the last
+  // step, and the steps skipped so far for Inf / NaN gradients (the LR schedule counts only the
+  // steps that updated, as accelerate holds its scheduler back on a skipped step). 0 without
+  // loss scaling, and in checkpoints written before it.
+  double loss_scale = 0.0;
+  std::int64_t loss_scale_growth_tracker = 0;
+  std::int64_t skipped_steps = 0;
 };
 
 // The header metadata recording `position` (keys "lorafleet.state.*", including the version).

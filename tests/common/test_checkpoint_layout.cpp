@@ -322,6 +322,24 @@ TEST_F(CheckpointLayout, ReadTrainPositionFromTheHeader) {
   EXPECT_EQ(old.plan_digest, "");
   // Without a lineage, the whole epoch so far was served to the writers' world size.
   EXPECT_EQ(old.plan_lineage, (std::vector<PlanSegment>{{4, 17}}));
+  EXPECT_EQ(old.loss_scale, 0.0);
+}
+
+TEST_F(CheckpointLayout, LossScalerStateRoundTripsOnlyWhenThereIsOne) {
+  TrainPosition p = sample_position(8);
+  EXPECT_EQ(train_position_metadata(p).count("lorafleet.state.loss_scale"), 0u);
+  p.loss_scale = 32768.0;
+  p.loss_scale_growth_tracker = 3;
+  p.skipped_steps = 1;
+  const auto meta = train_position_metadata(p);
+  EXPECT_EQ(meta.at("lorafleet.state.loss_scale"), "32768");
+  const TrainPosition back = parse_train_position(meta, "s.safetensors");
+  EXPECT_EQ(back.loss_scale, 32768.0);
+  EXPECT_EQ(back.loss_scale_growth_tracker, 3);
+  EXPECT_EQ(back.skipped_steps, 1);
+  auto torn = meta;
+  torn.erase("lorafleet.state.skipped_steps");
+  EXPECT_THROW(parse_train_position(torn, "s.safetensors"), std::runtime_error);
 }
 
 TEST_F(CheckpointLayout, MalformedTrainPositionNamesFileAndKey) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "worker/dist/parameter_sync.h"
 
 namespace lf {
@@ -16,6 +18,7 @@ class FakeCommunicator : public Communicator {
   int world_size() const override { return 2; }
   void allreduce_sum(at::Tensor& t) override {
     ++allreduce_calls;
+    wire_dtype = t.scalar_type();
     ASSERT_EQ(t.numel(), peer_.numel());
     t.add_(peer_);
   }
@@ -25,6 +28,7 @@ class FakeCommunicator : public Communicator {
   void barrier() override {}
   std::string backend() const override { return "mpi"; }
   int allreduce_calls = 0;
+  at::ScalarType wire_dtype = at::kFloat;
 
  private:
   at::Tensor peer_;
@@ -36,9 +40,11 @@ TEST(ParameterSync, OneFusedAllreduceSumsGradsAndLoss) {
   a.mutable_grad() = torch::full({2, 3}, 1.0f);
   // b has no grad on this rank (no samples reached it): the peer's values must come through.
   FakeCommunicator comm(torch::arange(11, torch::kFloat));  // 6 + 4 grads + 1 loss
-  const double loss = allreduce_gradients(comm, {a, b}, /*local_loss_sum=*/2.5);
+  StepSums sums;
+  sums.loss_sum = 2.5;
+  EXPECT_TRUE(allreduce_gradients(comm, {a, b}, sums));
   EXPECT_EQ(comm.allreduce_calls, 1);
-  EXPECT_DOUBLE_EQ(loss, 2.5 + 10.0);
+  EXPECT_DOUBLE_EQ(sums.loss_sum, 2.5 + 10.0);
   EXPECT_TRUE(torch::equal(a.grad(), torch::arange(6, torch::kFloat).view({2, 3}) + 1.0f));
   EXPECT_TRUE(torch::equal(b.grad(), torch::arange(6, 10, torch::kFloat)));
 }
@@ -48,11 +54,52 @@ TEST(ParameterSync, StopVotesRideInTheSameAllreduce) {
   a.mutable_grad() = torch::full({2}, 1.0f);
   // Peer: grads 0, 0; loss 4; its stop vote 1 (it saw SIGTERM).
   FakeCommunicator comm(torch::tensor({0.f, 0.f, 4.f, 1.f}));
-  double votes = 0.0;  // this rank did not see the signal
-  const double loss = allreduce_gradients(comm, {a}, /*local_loss_sum=*/1.0, &votes);
+  StepSums sums;
+  sums.loss_sum = 1.0;
+  sums.stop_votes = 0.0;  // this rank did not see the signal
+  allreduce_gradients(comm, {a}, sums);
   EXPECT_EQ(comm.allreduce_calls, 1);  // no extra collective for the vote
-  EXPECT_DOUBLE_EQ(loss, 5.0);
-  EXPECT_DOUBLE_EQ(votes, 1.0);  // every rank learns that one rank wants to stop
+  EXPECT_DOUBLE_EQ(sums.loss_sum, 5.0);
+  EXPECT_DOUBLE_EQ(*sums.stop_votes, 1.0);  // every rank learns that one rank wants to stop
+}
+
+TEST(ParameterSync, FoundInfOnAnyRankRidesInTheAllreduceAndLeavesScaledGrads) {
+  auto a = torch::zeros({2}, torch::requires_grad());
+  a.mutable_grad() = torch::tensor({512.f, 1024.f});  // scaled by 256 on this rank
+  // Peer: grads 256, 0; loss 3; no stop vote; its gradients held an Inf (flag 1).
+  FakeCommunicator comm(torch::tensor({256.f, 0.f, 3.f, 0.f, 1.f}));
+  StepSums sums;
+  sums.loss_sum = 1.0;
+  sums.stop_votes = 0.0;
+  sums.nonfinite_ranks = 0.0;
+  EXPECT_FALSE(allreduce_gradients(comm, {a}, sums, /*unscale=*/1.0 / 256));
+  EXPECT_EQ(comm.allreduce_calls, 1);  // the flag adds no collective
+  EXPECT_DOUBLE_EQ(*sums.nonfinite_ranks, 1.0);
+  // Not unscaled: the step is skipped, whatever the gradients hold.
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({768.f, 1024.f})));
+
+  // A clean step: the reduced gradients come back unscaled, exactly (a power of two).
+  FakeCommunicator clean(torch::tensor({256.f, 0.f, 3.f, 0.f, 0.f}));
+  a.mutable_grad() = torch::tensor({512.f, 1024.f});
+  sums.nonfinite_ranks = 0.0;
+  EXPECT_TRUE(allreduce_gradients(clean, {a}, sums, 1.0 / 256));
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({3.f, 4.f})));
+  // An Inf in the reduced gradients themselves is found too (an overflow of the sum).
+  FakeCommunicator overflow(torch::tensor({INFINITY, 0.f, 3.f, 0.f, 0.f}));
+  sums.nonfinite_ranks = 0.0;
+  EXPECT_FALSE(allreduce_gradients(overflow, {a}, sums, 1.0 / 256));
+}
+
+TEST(ParameterSync, HalfGradientsAreSummedInFloat32) {
+  auto a = torch::zeros({2}, torch::dtype(torch::kBFloat16).requires_grad(true));
+  a.mutable_grad() = torch::tensor({1.0f, 256.0f}).to(torch::kBFloat16);
+  // 256 + 1 is not a bf16 value: the float32 sum rounds once, to 256 (round to even).
+  FakeCommunicator comm(torch::tensor({1.f, 1.f, 0.f}));
+  StepSums sums;
+  allreduce_gradients(comm, {a}, sums);
+  EXPECT_EQ(comm.wire_dtype, at::kFloat);
+  EXPECT_EQ(a.grad().scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({2.f, 256.f}).to(torch::kBFloat16)));
 }
 
 TEST(ParameterSync, BroadcastCopiesRootValuesIntoEveryParameter) {

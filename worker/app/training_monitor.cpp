@@ -24,8 +24,7 @@ void TrainingMonitor::on_start(std::int64_t total_steps, std::int64_t start_step
 }
 
 void TrainingMonitor::on_step(const StepReport& r) {
-  metrics_.observe_step(r.global_step, r.local_samples, r.step_seconds, r.allreduce_seconds,
-                        r.data_wait_seconds, r.loss);
+  metrics_.observe_step(r);
   if (bar_) bar_->update(r.global_step, r.loss, r.learning_rate);
 }
 

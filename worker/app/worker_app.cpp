@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "common/config/job_config.h"
 #include "common/data/dataset.h"
@@ -36,6 +37,21 @@ namespace {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : fallback;
+}
+
+// LF_TEST_INJECT_INF_GRAD=RANK:STEP, the test hook of fp16 loss scaling (trainer.h). Throws
+// std::invalid_argument naming the variable on a malformed value.
+std::optional<NonFiniteInjection> nonfinite_injection_from_env() {
+  const std::string v = env_or("LF_TEST_INJECT_INF_GRAD", "");
+  if (v.empty()) return std::nullopt;
+  NonFiniteInjection inject;
+  char extra = 0;
+  long long step = 0;
+  if (std::sscanf(v.c_str(), "%d:%lld%c", &inject.rank, &step, &extra) != 2 || step < 1) {
+    throw std::invalid_argument("LF_TEST_INJECT_INF_GRAD: expected RANK:STEP, got '" + v + "'");
+  }
+  inject.global_step = step;
+  return inject;
 }
 
 // The exit status for an exception (see the table at the top).
@@ -237,6 +253,7 @@ int run_worker(int argc, char** argv) {
     opts.sample_log = sample_log;
     opts.verify_sync_every = verify_sync_every;
     opts.stop_at_step = stop_at_step;
+    opts.inject_nonfinite = nonfinite_injection_from_env();
     opts.stop_requested = [] {  // polled once per step
       Preemption::set_checkpointable();
       return Preemption::requested();

@@ -45,6 +45,22 @@ WorkerMetrics::WorkerMetrics(int rank, const std::string& bind_address)
                       .Help("Optimizer steps run by this process")
                       .Register(*registry_)
                       .Add(labels);
+  skipped_steps_total_ =
+      &metrics::BuildCounter()
+           .Name("lorafleet_worker_skipped_steps_total")
+           .Help("Optimizer steps skipped by fp16 loss scaling (Inf/NaN gradients on some rank)")
+           .Register(*registry_)
+           .Add(labels);
+  loss_scale_ = &metrics::BuildGauge()
+                     .Name("lorafleet_worker_loss_scale")
+                     .Help("fp16 dynamic loss scale after the last step (0 without fp16)")
+                     .Register(*registry_)
+                     .Add(labels);
+  grad_norm_ = &metrics::BuildGauge()
+                    .Name("lorafleet_worker_grad_norm")
+                    .Help("Global LoRA gradient norm of the last step, before clipping")
+                    .Register(*registry_)
+                    .Add(labels);
   step_seconds_ = &metrics::BuildHistogram()
                        .Name("lorafleet_worker_step_seconds")
                        .Help("Wall time per optimizer step, data wait included")
@@ -68,19 +84,20 @@ WorkerMetrics::WorkerMetrics(int rank, const std::string& bind_address)
 
 WorkerMetrics::~WorkerMetrics() = default;
 
-void WorkerMetrics::observe_step(std::int64_t global_step, int local_samples, double step_seconds,
-                                 double allreduce_seconds, double data_wait_seconds,
-                                 double loss) {
-  global_step_->Set(static_cast<double>(global_step));
-  loss_->Set(loss);
-  step_seconds_last_->Set(step_seconds);
-  samples_total_->Increment(local_samples);
+void WorkerMetrics::observe_step(const StepReport& r) {
+  global_step_->Set(static_cast<double>(r.global_step));
+  loss_->Set(r.loss);
+  step_seconds_last_->Set(r.step_seconds);
+  samples_total_->Increment(r.local_samples);
   steps_total_->Increment();
-  step_seconds_->Observe(step_seconds);
-  allreduce_seconds_->Observe(allreduce_seconds);
-  data_wait_seconds_->Observe(data_wait_seconds);
-  if (step_seconds > 0) {
-    const double rate = local_samples / step_seconds;
+  if (r.skipped) skipped_steps_total_->Increment();
+  loss_scale_->Set(r.loss_scale);
+  grad_norm_->Set(r.grad_norm);
+  step_seconds_->Observe(r.step_seconds);
+  allreduce_seconds_->Observe(r.allreduce_seconds);
+  data_wait_seconds_->Observe(r.data_wait_seconds);
+  if (r.step_seconds > 0) {
+    const double rate = r.local_samples / r.step_seconds;
     ema_samples_per_second_ =
         ema_samples_per_second_ == 0.0 ? rate : 0.9 * ema_samples_per_second_ + 0.1 * rate;
     samples_per_second_->Set(ema_samples_per_second_);

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "worker/train/train_observer.h"
+
 namespace lf {
 
 namespace metrics {
@@ -24,9 +26,8 @@ class WorkerMetrics {
   WorkerMetrics(int rank, const std::string& bind_address);
   ~WorkerMetrics();
 
-  // One completed optimizer step. Seconds are wall time.
-  void observe_step(std::int64_t global_step, int local_samples, double step_seconds,
-                    double allreduce_seconds, double data_wait_seconds, double loss);
+  // One completed optimizer step (seconds are wall time).
+  void observe_step(const StepReport& step);
   int port() const;  // bound port, 0 if not serving
   std::string serialize() const;  // current exposition text
 
@@ -39,6 +40,9 @@ class WorkerMetrics {
   metrics::Gauge* step_seconds_last_ = nullptr;
   metrics::Counter* samples_total_ = nullptr;
   metrics::Counter* steps_total_ = nullptr;
+  metrics::Counter* skipped_steps_total_ = nullptr;
+  metrics::Gauge* loss_scale_ = nullptr;
+  metrics::Gauge* grad_norm_ = nullptr;
   metrics::Histogram* step_seconds_ = nullptr;
   metrics::Histogram* allreduce_seconds_ = nullptr;
   metrics::Histogram* data_wait_seconds_ = nullptr;

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "common/io/sha256.h"
@@ -38,12 +39,20 @@ at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
   return torch::cat(parts).contiguous();
 }
 
+// The collectives' buffer dtype: float32 for half-precision parameters (full_fp16 / full_bf16),
+// which every backend can reduce and which converts both ways exactly; the parameters' own
+// otherwise.
+at::TensorOptions wire_options(const std::vector<at::Tensor>& params) {
+  const at::TensorOptions o = params[0].options();
+  return o.dtype() == at::kHalf || o.dtype() == at::kBFloat16 ? o.dtype(at::kFloat) : o;
+}
+
 }  // namespace
 
 void broadcast_parameters(Communicator& comm, const std::vector<at::Tensor>& params, int root) {
   if (params.empty()) return;
   torch::NoGradGuard no_grad;
-  at::Tensor flat = flatten(params).detach();
+  at::Tensor flat = flatten(params).detach().to(wire_options(params).dtype());
   on_backend_device(comm, flat, cuda_device_of(params),
                     [&](at::Tensor& t) { comm.broadcast(t, root); });
   int64_t offset = 0;
@@ -53,31 +62,47 @@ void broadcast_parameters(Communicator& comm, const std::vector<at::Tensor>& par
   }
 }
 
-double allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
-                           double local_loss_sum, double* stop_votes) {
+bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
+                         StepSums& sums, double unscale) {
   if (params.empty()) throw std::invalid_argument("allreduce_gradients: no parameters");
+  torch::NoGradGuard no_grad;
+  const at::TensorOptions wire = wire_options(params);
   std::vector<at::Tensor> parts;
-  parts.reserve(params.size() + 1);
+  parts.reserve(params.size() + 3);
   for (const auto& p : params) {
-    parts.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
+    parts.push_back((p.grad().defined() ? p.grad() : torch::zeros_like(p)).to(wire.dtype()));
   }
-  parts.push_back(torch::full({1}, local_loss_sum, params[0].options()));
-  if (stop_votes != nullptr) parts.push_back(torch::full({1}, *stop_votes, params[0].options()));
+  std::int64_t numel = 0;
+  for (const auto& p : params) numel += p.numel();
+  auto scalar = [&](double v) { return torch::full({1}, v, wire); };
+  parts.push_back(scalar(sums.loss_sum));
+  if (sums.stop_votes) parts.push_back(scalar(*sums.stop_votes));
+  if (sums.nonfinite_ranks) parts.push_back(scalar(*sums.nonfinite_ranks));
   at::Tensor flat = flatten(parts);
   on_backend_device(comm, flat, cuda_device_of(params),
                     [&](at::Tensor& t) { comm.allreduce_sum(t); });
-  int64_t offset = 0;
+  at::Tensor grads = flat.narrow(0, 0, numel);
+  std::int64_t slot = numel;
+  sums.loss_sum = flat[slot++].item<double>();
+  if (sums.stop_votes) sums.stop_votes = flat[slot++].item<double>();
+  bool finite = true;
+  if (sums.nonfinite_ranks) {
+    sums.nonfinite_ranks = flat[slot++].item<double>();
+    finite = *sums.nonfinite_ranks == 0 && std::isfinite(sums.loss_sum) &&
+             at::isfinite(grads).all().item<bool>();
+    if (finite && unscale != 1.0) grads.mul_(unscale);
+  }
+  std::int64_t offset = 0;
   for (auto p : params) {
-    at::Tensor g = flat.narrow(0, offset, p.numel()).view_as(p);
+    at::Tensor g = grads.narrow(0, offset, p.numel()).view_as(p);
     if (p.grad().defined()) {
       p.mutable_grad().copy_(g);
     } else {
-      p.mutable_grad() = g.clone();
+      p.mutable_grad() = g.to(p.scalar_type()).clone();
     }
     offset += p.numel();
   }
-  if (stop_votes != nullptr) *stop_votes = flat[offset + 1].item<double>();
-  return flat[offset].item<double>();
+  return finite;
 }
 
 std::string verify_parameters_in_sync(Communicator& comm, const std::vector<at::Tensor>& params) {

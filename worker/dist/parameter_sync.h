@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,17 +14,31 @@
 
 namespace lf {
 
-// Copies root's parameter values to every rank (one fused broadcast).
+// Copies root's parameter values to every rank (one fused broadcast; half-precision parameters
+// travel as float32, exactly, since MPI has no half types).
 void broadcast_parameters(Communicator& comm, const std::vector<at::Tensor>& params, int root);
 
+// The per-step scalars that ride in the gradient allreduce: each goes in as this rank's value and
+// comes out summed over ranks, so every rank agrees on them at no extra collective.
+struct StepSums {
+  double loss_sum = 0.0;    // this rank's loss sum -> the global one
+  // This rank's stop vote (1: SIGTERM seen) -> the ranks voting; nullopt: not sent.
+  std::optional<double> stop_votes;
+  // fp16 loss scaling: 1 when this rank's gradients or loss hold Inf / NaN -> the ranks that
+  // found some; nullopt: no check (the buffer and its reduction stay as without scaling).
+  std::optional<double> nonfinite_ranks;
+};
+
 // Sums every parameter's .grad() over ranks in place (a rank with no samples contributes zeros;
-// undefined grads become defined) together with local_loss_sum, in one allreduce. Returns the
-// global loss sum. Callers scale the loss by 1 / global batch size before backward, so the
-// summed gradient is the exact global-batch mean. With `stop_votes`, this rank's vote (0 or 1:
-// SIGTERM seen) rides in the same buffer and is replaced by the sum over ranks, so every rank
-// agrees on the step to stop after at no extra collective.
-double allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
-                           double local_loss_sum, double* stop_votes = nullptr);
+// undefined grads become defined) together with `sums`, in one allreduce of one flat buffer:
+// [grads | loss_sum | stop vote | non-finite flag], float32 whatever the parameters' dtype (a
+// half gradient is summed in float32 and rounded once). Callers scale the loss by 1 / global
+// batch size before backward, so the summed gradient is the exact global-batch mean. With
+// nonfinite_ranks given, returns whether the reduced gradients and loss are all finite (the same
+// answer on every rank) and, when they are, multiplies the reduced gradients by `unscale`
+// (1 / the loss scale) in float32 before writing them back; without it, returns true.
+bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
+                         StepSums& sums, double unscale = 1.0);
 
 // SHA-256 over all parameters' bytes; compares with rank 0's digest. Returns this rank's digest;
 // throws std::runtime_error naming the rank if it differs from rank 0's.

@@ -1,5 +1,4 @@
-// kohya LoRA file writer (see header). Tensors are saved in float32, the training dtype, as
-// kohya does when --save_precision is not given.
+// kohya LoRA file writer (see header).
 #include "worker/io/lora_file.h"
 
 #include <ATen/ATen.h>
@@ -14,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "worker/core/train/precision.h"
 #include "common/util/wall_clock.h"
 #include "common/io/sha256.h"
 #include "common/io/safetensors.h"
@@ -78,8 +78,8 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
                            json_string("conv_alpha") + ": " +
                            json_string(py_float(c.network.conv_alpha)) + "}";
   }
-  m["ss_mixed_precision"] = "no";
-  m["ss_full_fp16"] = "False";
+  m["ss_mixed_precision"] = tr.mixed_precision;
+  m["ss_full_fp16"] = py_bool(tr.full_fp16);
   const bool sdxl = f.family == "sdxl", v2 = f.family == "sd2";
   if (!sdxl && !v2 && f.family != "sd1") {
     throw std::invalid_argument("kohya_lora_metadata: unknown model family '" + f.family +
@@ -95,7 +95,8 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_max_token_length"] = "None";
   m["ss_cache_latents"] = "True";
   m["ss_seed"] = std::to_string(tr.seed);
-  m["ss_gradient_checkpointing"] = "False";
+  m["ss_gradient_checkpointing"] = py_bool(tr.gradient_checkpointing);
+  m["ss_fp8_base"] = py_bool(c.model.fp8_base);
   m["ss_gradient_accumulation_steps"] = std::to_string(tr.gradient_accumulation_steps);
   m["ss_optimizer"] = "torch.optim.adamw.AdamW(weight_decay=" + py_float(tr.adam_weight_decay) +
                       ",betas=(" + py_float(tr.adam_beta1) + ", " + py_float(tr.adam_beta2) +
@@ -160,6 +161,17 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["modelspec.prediction_type"] = f.v_parameterization ? "v" : "epsilon";
   if (f.clip_skip > 0) m["modelspec.encoder_layer"] = std::to_string(f.clip_skip);
   return m;
+}
+
+std::map<std::string, at::Tensor> tensors_in_save_precision(
+    const std::map<std::string, at::Tensor>& lora_state, const std::string& save_precision) {
+  const at::ScalarType dtype = dtype_from_name(save_precision);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : lora_state) {
+    const bool alpha = name.size() > 6 && name.compare(name.size() - 6, 6, ".alpha") == 0;
+    out[name] = alpha ? t : t.to(dtype);
+  }
+  return out;
 }
 
 void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,

@@ -59,6 +59,12 @@ inline constexpr std::size_t kMaxSafetensorsHeaderBytes = 100000000;
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
                                                        const LoRATrainingFacts& facts);
 
+// The tensors of a LoRA file as output.save_precision (kohya --save_precision) stores them:
+// "float" float32, "fp16", "bf16"; the ".alpha" scalars stay float32, so alpha / rank is exact
+// in every precision. Throws std::invalid_argument for another value (dtype_from_name).
+std::map<std::string, at::Tensor> tensors_in_save_precision(
+    const std::map<std::string, at::Tensor>& lora_state, const std::string& save_precision);
+
 // Adds sshs_model_hash (SHA-256 of the tensor data section) and sshs_legacy_hash (first 8 hex
 // of SHA-256 over 64 KiB at 1 MiB of the ss_*-only serialisation), as kohya
 // train_util.precalculate_safetensors_hashes, then writes atomically (temp, fsync, rename).

@@ -29,7 +29,7 @@ std::string preset_for(ModelFamily family, const KeyShapes& shapes) {
 
 }  // namespace
 
-BaseModel load_base_model(const ModelSection& model) {
+BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes) {
   const std::string& path = model.pretrained_model_name_or_path;
   // Zero-copy views in the stored dtype: the conversion happens in load_sd_models' copy_.
   LoadedTensors file =
@@ -51,7 +51,7 @@ BaseModel load_base_model(const ModelSection& model) {
                                "'s (use architecture: auto)");
     }
     out.summary = describe_checkpoint(shapes, family) + " (preset " + preset_name + ")";
-    out.models = build_sd_models(preset, /*with_decoder=*/false);
+    out.models = build_sd_models(preset, /*with_decoder=*/false, dtypes);
     load_sd_models(out.models, file.tensors);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": " + e.what());

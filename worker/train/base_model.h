@@ -20,13 +20,14 @@ struct BaseModel {
 //  - "auto": detect_model_family() picks sd15, sd2 or sdxl (full size), or the family's tiny
 //    preset when the UNet's width is the tiny one (lorafleet-make-checkpoint's test models);
 //  - a preset name: that preset, which must be of the detected family.
-// The file is memory-mapped unless model.disable_mmap_load_safetensors, and each tensor is
-// converted (fp16 / bf16 -> fp32) only as it is copied into its parameter, so a checkpoint is
-// never held twice in memory. The VAE decoder is not built (training only encodes).
+// The networks are built in `dtypes` (kohya's weight_dtype / vae_dtype). The file is
+// memory-mapped unless model.disable_mmap_load_safetensors, and each tensor is converted to its
+// parameter's dtype only as it is copied into it, so a checkpoint is never held twice in
+// memory. The VAE decoder is not built (training only encodes).
 // Throws std::runtime_error whose message starts with the file's path: missing file, a .ckpt
 // pickle (refused, with a hint to convert it), not safetensors, no UNet keys, an unsupported
 // variant (inpaint, refiner), a preset of another family, or the loader's missing / unexpected
 // keys and shape mismatches.
-BaseModel load_base_model(const ModelSection& model);
+BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes = {});
 
 }  // namespace lf

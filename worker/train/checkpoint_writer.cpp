@@ -83,7 +83,10 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
     const std::string copy_name =
         final_save ? config.output.output_name + ".safetensors"
                    : config.output.output_name + "-step" + name.substr(5) + ".safetensors";
-    save_kohya_lora((out_dir / copy_name).string(), lora_state, metadata);
+    // The user's file in output.save_precision; the checkpoint's copy above keeps the training
+    // dtype, so a resume continues exactly.
+    save_kohya_lora((out_dir / copy_name).string(),
+                    tensors_in_save_precision(lora_state, config.output.save_precision), metadata);
     prune_checkpoints(root.string(), config.output.keep_last_n_checkpoints);
     written.lora_path = (out_dir / copy_name).string();
   } else {

@@ -60,6 +60,19 @@ std::pair<at::Tensor, at::Tensor> LatentCache::image_tensors(const ImageRecord& 
   return {pixels, alpha};
 }
 
+namespace {
+
+// The encoder's output, checked: a latent with NaN or Inf would only show up later as a NaN loss.
+at::Tensor checked_latents(at::Tensor latents, const ImageRecord& record) {
+  if (!at::isfinite(latents).all().item<bool>()) {
+    throw DatasetError(record.path + ": its latents hold NaN or Inf values (an fp16 VAE "
+                       "overflows, SDXL's in particular: set model.vae_dtype: fp32)");
+  }
+  return latents;
+}
+
+}  // namespace
+
 LatentCacheKey LatentCache::key_for(const ImageRecord& record, const CropFlip& cf) const {
   LatentCacheKey key;
   key.content_sha256 = record.content_sha256;
@@ -110,8 +123,8 @@ LatentCache::Entry LatentCache::encode_entry(const ImageRecord& record, const Cr
     }
   }
   auto [pixels, alpha_u8] = image_tensors(record, cf, alpha);
-  at::Tensor latents =
-      encode_(pixels.to(options_.device), latent_noise_seed(key)).squeeze(0).detach();
+  at::Tensor latents = checked_latents(
+      encode_(pixels.to(options_.device), latent_noise_seed(key)).squeeze(0).detach(), record);
   if (use_disk) {
     LatentEntry entry;
     entry.latents = latents.to(at::kCPU).contiguous();
@@ -135,40 +148,67 @@ LatentCache::Entry LatentCache::get(int index, const CropFlip& cf) {
   return memory_.emplace(mkey, encode_entry(rec, cf, &from_disk)).first->second;
 }
 
-LatentCache::ShardStats LatentCache::precompute_shard(int rank, int world_size) {
-  ShardStats stats;
-  if (!disk_) return stats;
-  std::size_t position = 0;
+template <typename Fn>
+void LatentCache::for_each_cacheable(Fn fn) const {
   for (const ImageRecord& rec : dataset_.images) {
     const SubsetConfig& sub = dataset_.subsets.at(rec.subset_index).config;
     if (sub.random_crop) continue;  // never cached (see header)
     for (bool flip : {false, true}) {
       if (flip && !sub.flip_aug) continue;
-      if (position++ % static_cast<std::size_t>(world_size) != static_cast<std::size_t>(rank)) {
-        continue;
-      }
       CropFlip cf;
       cf.flip = flip;
-      const LatentCacheKey key = key_for(rec, cf);
-      std::string stale_reason;
-      if (disk_->load(key, rec.path, &stale_reason)) {
-        ++stats.reused;
-        continue;
-      }
-      if (!stale_reason.empty()) ++stats.stale;
-      auto [pixels, alpha_u8] = image_tensors(rec, cf, key.alpha_mask);
-      LatentEntry entry;
-      entry.latents = encode_(pixels.to(options_.device), latent_noise_seed(key))
-                          .squeeze(0)
-                          .detach()
-                          .to(at::kCPU)
-                          .contiguous();
-      entry.alpha_mask = alpha_u8;
-      disk_->store(key, entry);
-      ++stats.encoded;
+      fn(rec.index, cf);
     }
   }
+}
+
+LatentCache::ShardStats LatentCache::precompute_shard(int rank, int world_size) {
+  ShardStats stats;
+  if (!disk_) return stats;
+  std::size_t position = 0;
+  for_each_cacheable([&](int index, const CropFlip& cf) {
+    if (position++ % static_cast<std::size_t>(world_size) != static_cast<std::size_t>(rank)) {
+      return;
+    }
+    const ImageRecord& rec = dataset_.images[index];
+    const LatentCacheKey key = key_for(rec, cf);
+    std::string stale_reason;
+    if (disk_->load(key, rec.path, &stale_reason)) {
+      ++stats.reused;
+      return;
+    }
+    if (!stale_reason.empty()) ++stats.stale;
+    auto [pixels, alpha_u8] = image_tensors(rec, cf, key.alpha_mask);
+    LatentEntry entry;
+    entry.latents = checked_latents(encode_(pixels.to(options_.device), latent_noise_seed(key))
+                                        .squeeze(0)
+                                        .detach()
+                                        .to(at::kCPU)
+                                        .contiguous(),
+                                    rec);
+    entry.alpha_mask = alpha_u8;
+    disk_->store(key, entry);
+    ++stats.encoded;
+  });
   return stats;
+}
+
+bool LatentCache::fully_cacheable() const {
+  for (const SubsetInfo& sub : dataset_.subsets) {
+    if (sub.config.random_crop) return false;
+  }
+  return true;
+}
+
+int LatentCache::precompute_all() {
+  if (disk_) return 0;
+  int encoded = 0;
+  for_each_cacheable([&](int index, const CropFlip& cf) {
+    const std::size_t before = memory_.size();
+    get(index, cf);
+    encoded += memory_.size() > before;
+  });
+  return encoded;
 }
 
 }  // namespace lf

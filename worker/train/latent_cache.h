@@ -46,7 +46,8 @@ class LatentCache {
   // The latents of image `index` under crop/flip `cf`. Throws DatasetError naming the image if
   // it no longer decodes or its bytes changed since the scan, std::runtime_error naming the
   // cache file and the image for a corrupt cache entry or an IO error writing one,
-  // std::invalid_argument for NaN latents or a crop outside the resized image,
+  // DatasetError naming the image when its latents hold NaN or Inf (an fp16 VAE overflows),
+  // std::invalid_argument for a crop outside the resized image,
   // std::out_of_range for a bad index.
   Entry get(int index, const CropFlip& cf);
 
@@ -61,6 +62,14 @@ class LatentCache {
   // Throws as get().
   ShardStats precompute_shard(int rank, int world_size);
 
+  // True when no subset uses random_crop: once every entry is cached (on disk after
+  // precompute_shard and a barrier, or in memory after precompute_all) the VAE is not needed.
+  bool fully_cacheable() const;
+  // Without a disk cache: encodes into memory now every entry an epoch can need (the ones
+  // precompute_shard lists, all of them on this rank), as kohya caches latents before training.
+  // Returns the number encoded (0 with a disk cache). Throws as get().
+  int precompute_all();
+
   std::size_t size() const { return memory_.size(); }
 
   // [1,3,H,W] float tensor in [-1,1] and the [H,W] uint8 alpha (undefined without alpha_mask)
@@ -70,6 +79,10 @@ class LatentCache {
 
  private:
   LatentCacheKey key_for(const ImageRecord& record, const CropFlip& cf) const;
+  // Calls fn(image index, crop/flip) for every entry an epoch can need: each image not in a
+  // random_crop subset centre-cropped, unflipped and, in flip_aug subsets, flipped.
+  template <typename Fn>
+  void for_each_cacheable(Fn fn) const;
   Entry encode_entry(const ImageRecord& record, const CropFlip& cf, bool* from_disk);
   Entry to_device(const at::Tensor& latents_cpu, const at::Tensor& alpha_u8) const;
   bool alpha_mask_of(const ImageRecord& record) const;

@@ -15,7 +15,8 @@ namespace lf {
 std::optional<StepInputs> build_step_inputs(const GlobalBatch& batch, int rank,
                                             LatentCache& latents, TextCache* texts,
                                             TextEncoderStack& encoders, const ModelPreset& preset,
-                                            const Dataset& dataset, at::Device device) {
+                                            const Dataset& dataset, at::Device device,
+                                            at::ScalarType latent_dtype) {
   const auto [lo, hi] = rank_slice(batch, rank);
   if (hi <= lo) return std::nullopt;
   std::vector<at::Tensor> lat, ctx, pooled, masks;
@@ -45,7 +46,7 @@ std::optional<StepInputs> build_step_inputs(const GlobalBatch& batch, int rank,
     weights.push_back(smp.loss_weight);
   }
   StepInputs in;
-  in.latents = torch::stack(lat);
+  in.latents = torch::stack(lat).to(latent_dtype);
   at::Tensor pooled_batch;
   if (texts) {
     in.context = torch::stack(ctx);

@@ -21,10 +21,12 @@ namespace lf {
 // trains), one batched forward of `encoders` with gradients; SDXL's vector conditioning from the
 // pooled embedding and each sample's real size and crop; loss_weights [b]; loss_mask [b, 1, h, w]
 // when any sample has an alpha mask (the others get all ones). nullopt when the slice is empty
-// (the last batch of a bucket may leave some ranks without samples). Throws as LatentCache::get.
+// (the last batch of a bucket may leave some ranks without samples). The latents are cast to
+// `latent_dtype` (kohya casts them to weight_dtype). Throws as LatentCache::get.
 std::optional<StepInputs> build_step_inputs(const GlobalBatch& batch, int rank,
                                             LatentCache& latents, TextCache* texts,
                                             TextEncoderStack& encoders, const ModelPreset& preset,
-                                            const Dataset& dataset, at::Device device);
+                                            const Dataset& dataset, at::Device device,
+                                            at::ScalarType latent_dtype = at::kFloat);
 
 }  // namespace lf

@@ -22,6 +22,16 @@ TextConditioning TextCache::encode(const std::string& caption) {
   return c;
 }
 
+std::size_t TextCache::precompute(const std::vector<std::string>& captions) {
+  std::size_t added = 0;
+  for (const std::string& caption : captions) {
+    const std::size_t before = cache_.size();
+    get(caption);
+    added += cache_.size() > before;
+  }
+  return added;
+}
+
 const TextConditioning& TextCache::get(const std::string& caption) {
   auto it = cache_.find(caption);
   if (it != cache_.end()) return it->second;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "worker/train/text_encoder_stack.h"
 
@@ -34,6 +35,9 @@ class TextCache {
   const TextConditioning& get(const std::string& caption);
   // The same, computed now under NoGrad and not cached (per-epoch captions).
   TextConditioning encode(const std::string& caption);
+  // get() for every caption now (kohya caches the text-encoder outputs before training, so the
+  // encoders can leave the device). Returns how many were not cached yet.
+  std::size_t precompute(const std::vector<std::string>& captions);
 
  private:
   TextEncoderStack& encoders_;

@@ -64,9 +64,12 @@ TextConditioning TextEncoderStack::encode(const std::vector<std::string>& captio
       const std::vector<int> t = tokenizer_.tokenize(c, 77, static_cast<int>(spec.pad_token));
       ids.insert(ids.end(), t.begin(), t.end());
     }
+    // On the encoder's own device: once the caches are complete the encoders may have left
+    // the training device.
+    const at::Device on = encoders_[i]->parameters().front().device();
     at::Tensor input_ids = torch::tensor(ids, torch::kLong)
                                .view({static_cast<int64_t>(captions.size()), 77})
-                               .to(device);
+                               .to(on);
     // Only SDXL's last encoder contributes a pooled output; the others stop at their layer.
     const bool pooled = with_pooled_ && i + 1 == encoders_.size();
     CLIPTextOutput o =
@@ -74,7 +77,8 @@ TextConditioning TextEncoderStack::encode(const std::vector<std::string>& captio
     hidden.push_back(o.hidden);
     if (pooled) out.pooled = o.pooled;
   }
-  out.context = hidden.size() == 1 ? hidden[0] : torch::cat(hidden, /*dim=*/-1);
+  out.context = (hidden.size() == 1 ? hidden[0] : torch::cat(hidden, /*dim=*/-1)).to(device);
+  if (out.pooled.defined()) out.pooled = out.pooled.to(device);
   return out;
 }
 

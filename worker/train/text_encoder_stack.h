@@ -34,8 +34,9 @@ class TextEncoderStack {
   TextEncoderStack(const ModelPreset& preset, std::vector<CLIPTextModel> encoders,
                    const CLIPTokenizer& tokenizer, int clip_skip);
 
-  // Tokenises each caption per encoder (77 ids with the encoder's pad token) and runs them on
-  // `device`. Runs under the caller's grad mode (text-encoder LoRA training needs gradients).
+  // Tokenises each caption per encoder (77 ids with the encoder's pad token), runs them where
+  // each encoder is and returns the conditioning on `device`. Runs under the caller's grad mode
+  // (text-encoder LoRA training needs gradients).
   TextConditioning encode(const std::vector<std::string>& captions, at::Device device);
 
   // Layer each encoder returns, counted from its end (1 = last).

@@ -17,6 +17,9 @@ struct StepReport {
   double step_seconds = 0.0;     // wall time of the whole step
   double allreduce_seconds = 0.0;
   double data_wait_seconds = 0.0;  // plan fetch + input assembly
+  double grad_norm = 0.0;          // before clipping (0 when clipping is off)
+  bool skipped = false;            // fp16 loss scaling skipped the update (Inf/NaN gradients)
+  double loss_scale = 0.0;         // fp16 loss scale after the step (0 without fp16)
 };
 
 class TrainObserver {

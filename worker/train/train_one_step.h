@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "common/data/epoch_plan.h"
 #include "worker/train/sample_log.h"
+#include "worker/train/trainer.h"
 #include "worker/train/training_session.h"
 
 namespace lf {
@@ -23,16 +25,29 @@ struct StepResult {
   double stop_votes = 0.0;     // ranks that asked to stop (SIGTERM), summed in the allreduce
   double data_wait_seconds = 0.0;
   double allreduce_seconds = 0.0;
+  double grad_norm = 0.0;      // before clipping (0 when max_grad_norm is 0 or the step skipped)
+  // fp16 loss scaling: the step found Inf/NaN gradients and was skipped on every rank (on
+  // nonfinite_ranks of them locally); loss_scale is the scale after the step.
+  bool skipped = false;
+  double nonfinite_ranks = 0.0;
+  double loss_scale = 0.0;
+};
+
+// What the loop hands one step besides the batches.
+struct StepHooks {
+  std::function<bool()> stop_requested;  // polled once, just before the allreduce (may be empty)
+  std::optional<NonFiniteInjection> inject_nonfinite;  // test hook (trainer.h)
 };
 
 // Trains global batches [begin, end) of `plan` as one optimizer step at s.state.global_step
-// (which it does not advance: the loop owns the position). stop_requested (may be empty) is
-// polled once, just before the allreduce, for this rank's stop vote.
+// (which it does not advance: the loop owns the position; it updates the loss-scaler fields of
+// the state). With mixed precision the forward passes run under autocast in weight_dtype; with
+// fp16 the loss is scaled and a step whose gradients hold Inf / NaN on any rank is skipped on
+// every rank (LoRA and optimizer state untouched, the scale backs off, the skip is logged).
 // Samples are appended to `sample_log` when it is enabled. Throws std::runtime_error when the
 // global loss is not finite (naming the base checkpoint when no update happened yet), and
 // whatever the inputs or the collective throw.
 StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_t begin,
-                          std::int64_t end, const std::function<bool()>& stop_requested,
-                          SampleLog& sample_log);
+                          std::int64_t end, const StepHooks& hooks, SampleLog& sample_log);
 
 }  // namespace lf

@@ -87,6 +87,9 @@ void report_step(TrainingSession& s, TrainObserver& observer, const StepResult& 
   report.step_seconds = step_seconds;
   report.allreduce_seconds = r.allreduce_seconds;
   report.data_wait_seconds = r.data_wait_seconds;
+  report.grad_norm = r.grad_norm;
+  report.skipped = r.skipped;
+  report.loss_scale = r.loss_scale;
   observer.on_step(report);
   ProgressUpdate up;
   up.rank = s.rank;
@@ -123,6 +126,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       options.stop_at_step > 0 ? std::min<std::int64_t>(options.stop_at_step, job.max_train_steps)
                                : job.max_train_steps;
   const std::int64_t accum = config.training.gradient_accumulation_steps;
+  const StepHooks hooks{options.stop_requested, options.inject_nonfinite};
   observer.on_start(job.max_train_steps, state.global_step);
   // Setup collectives waited as long as rendezvous allows (ranks load and cache at their own
   // pace); from here on every collective is one training step's.
@@ -138,7 +142,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       coordinator.throw_if_superseded();
       const auto step_t0 = SteadyClock::now();
       const std::int64_t end = std::min(num_batches, b + accum);
-      StepResult r = train_one_step(s, plan, b, end, options.stop_requested, sample_log);
+      StepResult r = train_one_step(s, plan, b, end, hooks, sample_log);
       r.data_wait_seconds += plan_wait;
       plan_wait = 0.0;
       const int step_epoch = state.epoch;
@@ -174,6 +178,8 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   }
   result.seconds = seconds_since(loop_start);
   result.global_step = state.global_step;
+  s.memory.end_phase("training");
+  if (s.rank == 0) LF_INFO("peak memory: " << s.memory.summary());
   if (result.preempted) {
     observer.on_end(/*finished=*/false);
     return result;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <c10/core/Device.h>
@@ -20,6 +21,13 @@
 #include "worker/train/train_observer.h"
 
 namespace lf {
+
+// Test hook: an Inf is written into `rank`'s first LoRA gradient in the step that completes
+// `global_step` (before the allreduce), to check fp16 loss scaling's skip on every rank.
+struct NonFiniteInjection {
+  int rank = 0;
+  std::int64_t global_step = 0;
+};
 
 struct TrainerOptions {
   at::Device device = at::Device(at::kCPU);  // chosen once by the launch environment
@@ -35,6 +43,7 @@ struct TrainerOptions {
   // <sample_log>.rank<r>.jsonl (worker/train/sample_log.h).
   std::string sample_log;
   TrainObserver* observer = nullptr;  // progress bar, metrics (not owned; null = none)
+  std::optional<NonFiniteInjection> inject_nonfinite;  // LF_TEST_INJECT_INF_GRAD (tests only)
 };
 
 struct TrainResult {

@@ -18,8 +18,10 @@
 #include "worker/dist/parameter_sync.h"
 #include "worker/io/lora_file.h"
 #include "worker/train/model_identity.h"
+#include "worker/core/model/lora_compatible.h"
 #include "worker/train/resume_point.h"
 #include "worker/train/rng_streams.h"
+#include "worker/train/run_precision.h"
 
 namespace fs = std::filesystem;
 
@@ -65,7 +67,9 @@ TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& 
       coordinator(coordinator_),
       device(device_),
       rank(comm_.rank()),
-      world_size(comm_.world_size()) {
+      world_size(comm_.world_size()),
+      precision(precision_of(config_)),
+      memory(device_) {
   torch::set_num_threads(std::max(1, config.worker.num_threads));
   comm.set_timeout(std::chrono::seconds(config.cluster.rendezvous_timeout_seconds));
   // Cheap checks on the output folder and the resume point first, before the model loads. The
@@ -78,11 +82,15 @@ TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& 
     resume = std::make_unique<ResumePoint>(open_resume_point(job, config));
     resume_dir = resume->dir;
   }
+  check_device_support(config, precision, device);
+  apply_determinism(config);
   load_model();
   build_network(resume.get());
   build_optimizer();
   restore(std::move(resume));
   prepare_data();
+  fill_caches();
+  if (rank == 0) LF_INFO("peak memory: " << memory.summary());
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -98,8 +106,15 @@ void TrainingSession::load_model() {
     throw std::runtime_error("model.pretrained_model_name_or_path: " + ckpt +
                              " does not exist (expected a single-file .safetensors checkpoint)");
   }
-  base = load_base_model(config.model);
+  // kohya's weight_dtype for the UNet and the text encoders, vae_dtype for the VAE.
+  SDModelDtypes dtypes;
+  dtypes.unet = dtypes.text_encoders = precision.weight_dtype;
+  dtypes.vae = precision.vae_dtype;
+  base = load_base_model(config.model, dtypes);
   SDModels& models = base.models;
+  if (precision.unet_matrix_dtype != precision.weight_dtype) {  // fp8_base, still on the CPU
+    set_matrix_dtype(*models.unet, precision.unet_matrix_dtype);
+  }
   std::vector<torch::nn::Module*> frozen = {models.unet.get(), models.vae_encoder.get()};
   for (auto& te : models.text_encoders) frozen.push_back(te.get());
   for (torch::nn::Module* m : frozen) {
@@ -107,7 +122,15 @@ void TrainingSession::load_model() {
     m->eval();
     m->to(device);
   }
-  if (rank == 0) LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary);
+  if (rank == 0) {
+    LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary
+                      << "; mixed_precision " << precision.describe());
+  }
+  if (config.training.gradient_checkpointing) {
+    const std::size_t blocks = models.unet->set_gradient_checkpointing(true);
+    if (rank == 0) LF_INFO("gradient checkpointing: " << blocks << " UNet blocks");
+  }
+  memory.end_phase("model load");
   const ModelFamily family = models.preset.family;
   if (rank == 0 && config.model.v_parameterization && family != ModelFamily::kSD2) {
     // As kohya: v-prediction is an SD 2.x (768-v) convention; elsewhere it is usually a mistake.
@@ -157,6 +180,8 @@ void TrainingSession::build_network(const ResumePoint* resume) {
       }
     }
   }
+  // kohya full_fp16 / full_bf16: network.to(weight_dtype), after any network_weights load.
+  if (precision.lora_dtype != at::kFloat) lora->set_dtype(precision.lora_dtype);
   params = lora->parameters();
   param_names = lora->parameter_names();
   broadcast_parameters(comm, params, 0);
@@ -170,6 +195,10 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   }
   train_unet = options.train_unet;
   train_text_encoder = te_modules > 0;
+  if (config.training.gradient_checkpointing && train_text_encoder) {
+    // Only trained encoders run with gradients; frozen ones fill the text cache without.
+    for (auto& te : models.text_encoders) te->set_gradient_checkpointing(true);
+  }
 }
 
 // AdamW with kohya's unet_lr / text_encoder_lr groups: one schedule, each group's lr a multiple
@@ -205,6 +234,19 @@ void TrainingSession::restore(std::unique_ptr<ResumePoint> resume) {
   state.world_size = world_size;  // this group's, whoever wrote the checkpoint
   state.gradient_accumulation_steps = config.training.gradient_accumulation_steps;
   state.batch_sizes = batch_sizes_of(config);
+  if (!precision.loss_scaling) {
+    state.loss_scale = 0.0;  // a checkpoint of an fp16 run continued in bf16 / fp32
+    return;
+  }
+  loss_scaler = std::make_unique<LossScaler>();
+  if (state.loss_scale > 0) {
+    loss_scaler->restore(state.loss_scale, state.loss_scale_growth_tracker);
+  } else if (state.global_step > 0 && rank == 0) {
+    LF_WARN(resume_dir << " holds no fp16 loss scale (it was trained without fp16); starting "
+                          "at " << loss_scaler->scale());
+  }
+  state.loss_scale = loss_scaler->scale();
+  state.loss_scale_growth_tracker = loss_scaler->growth_tracker();
 }
 
 // The dataset, the text encoders and the caches of their outputs and of the latents.
@@ -235,26 +277,54 @@ void TrainingSession::prepare_data() {
   if (config.dataset.cache_latents_to_disk) {
     latent_options.disk_dir = (fs::path(cache_dir_of(config)) / "latents").string();
   }
+  // Runs where the VAE is, in its dtype (kohya vae_dtype); the cache keeps float32 latents.
   latents = std::make_unique<LatentCache>(
       dataset, latent_options, [vae](const at::Tensor& x, std::uint64_t noise_seed) mutable {
         torch::NoGradGuard no_grad;
         auto gen = make_cpu_generator(noise_seed);
-        return vae->sample_latents(x, gen);
+        const at::Tensor w = vae->parameters().front();
+        return vae->sample_latents(x.to(w.device(), w.scalar_type()), gen).to(at::kFloat);
       });
-  if (config.dataset.cache_latents_to_disk) {
-    // kohya cache_latents_to_disk: every rank encodes its share of the missing entries before
-    // training, then all read every entry from disk.
-    const auto t0 = SteadyClock::now();
-    const LatentCache::ShardStats st = latents->precompute_shard(rank, world_size);
-    comm.barrier();
-    LF_INFO("latent cache " << latent_options.disk_dir << ": " << st.encoded
-                            << " encoded by this rank, " << st.reused << " reused, "
-                            << st.stale << " stale re-encoded (" << seconds_since(t0) << " s)");
-  }
   lr_schedule.name = config.training.lr_scheduler;
   lr_schedule.base_lr = 1.0;  // the schedule's factor; each group's lr multiplies it
   lr_schedule.warmup_steps = config.training.lr_warmup_steps;
   lr_schedule.total_steps = job.max_train_steps;
+}
+
+// Fills the caches before training where that lets a frozen model leave the device (kohya
+// cache_latents moves the VAE to the CPU, cache_text_encoder_outputs the text encoders).
+void TrainingSession::fill_caches() {
+  const auto t0 = SteadyClock::now();
+  bool latents_complete = false;
+  if (config.dataset.cache_latents_to_disk) {
+    // kohya cache_latents_to_disk: every rank encodes its share of the missing entries before
+    // training, then all read every entry from disk.
+    const LatentCache::ShardStats st = latents->precompute_shard(rank, world_size);
+    comm.barrier();
+    LF_INFO("latent cache " << (fs::path(cache_dir_of(config)) / "latents").string() << ": "
+                            << st.encoded << " encoded by this rank, " << st.reused
+                            << " reused, " << st.stale << " stale re-encoded ("
+                            << seconds_since(t0) << " s)");
+    latents_complete = latents->fully_cacheable();
+  } else if (device.is_cuda() && latents->fully_cacheable()) {
+    // On the CPU there is no device memory to free: the latents are encoded as first used.
+    const int n = latents->precompute_all();
+    LF_INFO("latent cache: " << n << " entries encoded before training ("
+                             << seconds_since(t0) << " s)");
+    latents_complete = true;
+  }
+  if (device.is_cuda() && latents_complete) base.models.vae_encoder->to(at::kCPU);
+  bool random_captions = false;
+  for (const SubsetInfo& sub : dataset.subsets) random_captions |= sub.config.caption.is_random();
+  if (device.is_cuda() && texts && !random_captions) {
+    std::vector<std::string> captions;
+    for (const ImageRecord& image : dataset.images) captions.push_back(image.caption);
+    const std::size_t n = texts->precompute(captions);
+    for (auto& te : base.models.text_encoders) te->to(at::kCPU);
+    LF_INFO("text-encoder outputs: " << n << " captions cached; the text encoders left "
+                                     << device.str());
+  }
+  memory.end_phase("caches");
 }
 
 }  // namespace lf

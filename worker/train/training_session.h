@@ -16,14 +16,17 @@
 #include "common/data/dataset.h"
 #include "common/text/clip_tokenizer.h"
 #include "worker/core/lora/lora_network.h"
+#include "worker/core/train/loss_scaler.h"
 #include "worker/core/train/lr_schedule.h"
 #include "worker/core/train/noise_schedule.h"
 #include "worker/core/train/optimizer.h"
+#include "worker/core/train/precision.h"
 #include "worker/dist/communicator.h"
 #include "worker/io/checkpoint.h"
 #include "worker/rpc/coordinator_client.h"
 #include "worker/train/base_model.h"
 #include "worker/train/latent_cache.h"
+#include "worker/train/phase_memory.h"
 #include "worker/train/text_cache.h"
 #include "worker/train/text_encoder_stack.h"
 
@@ -47,6 +50,9 @@ class TrainingSession {
   // The learning rate reported for a step at schedule factor `factor`: the UNet group's, or the
   // text encoders' when only they train.
   double reported_lr(double factor) const;
+  // The schedule position of the next step: the steps that updated the LoRA so far (skipped
+  // fp16 steps do not advance the LR schedule, as accelerate's scheduler does not).
+  std::int64_t schedule_step() const { return state.global_step - state.skipped_steps; }
 
   const JobConfig& config;
   const JobAssignment& job;
@@ -55,6 +61,8 @@ class TrainingSession {
   const at::Device device;
   const int rank;
   const int world_size;
+  const Precision precision;  // dtypes of the run (training.mixed_precision and friends)
+  PhaseMemory memory;         // peak memory of model load, caches, training
 
   std::string resume_dir;  // the checkpoint resumed from ("" for a fresh run)
   BaseModel base;          // frozen, eval mode, on `device`
@@ -66,6 +74,7 @@ class TrainingSession {
   double unet_lr = 0.0;                   // kohya's unet_lr group (learning_rate when unset)
   double text_encoder_lr = 0.0;           // kohya's text_encoder_lr group
   std::unique_ptr<LoRAOptimizer> optimizer;
+  std::unique_ptr<LossScaler> loss_scaler;  // fp16 only
   TrainState state;  // where training stands: restored from the checkpoint or fresh
 
   Dataset dataset;
@@ -82,6 +91,7 @@ class TrainingSession {
   void build_optimizer();
   void restore(std::unique_ptr<ResumePoint> resume);
   void prepare_data();
+  void fill_caches();
 };
 
 }  // namespace lf

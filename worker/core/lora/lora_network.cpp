@@ -273,6 +273,15 @@ void LoRANetwork::set_multiplier(double multiplier) {
   for (auto& entry : modules_) entry.second.adapter->multiplier = multiplier;
 }
 
+void LoRANetwork::set_dtype(at::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& entry : modules_) {
+    LoRAAdapter& a = *entry.second.adapter;
+    a.down.set_data(a.down.to(dtype));
+    a.up.set_data(a.up.to(dtype));
+  }
+}
+
 std::map<std::string, torch::Tensor> LoRANetwork::state_dict() const {
   std::map<std::string, torch::Tensor> out;
   for (const auto& entry : modules_) {

@@ -108,6 +108,10 @@ class LoRANetwork {
   }
   // kohya network multiplier (applied on top of scale); 1 by default.
   void set_multiplier(double multiplier);
+  // Converts every lora_down / lora_up in place to `dtype` (kohya network.to(weight_dtype) for
+  // full_fp16 / full_bf16): the tensors stay the same objects, so parameters() taken before
+  // remain valid. Call before the optimizer is built.
+  void set_dtype(at::ScalarType dtype);
   // How this network's keys look (for normalize_lora_state_dict).
   const LoRAKeyContext& key_context() const { return key_context_; }
 

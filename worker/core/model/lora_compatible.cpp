@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 namespace lf {
@@ -43,7 +44,45 @@ void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, int64_t kernel
   }
 }
 
+// The dtype a layer computes in: autocast's when it is on for the input's device, else the
+// input's own.
+at::ScalarType compute_dtype_of(const torch::Tensor& x) {
+  const c10::DeviceType type = x.device().type();
+  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type)
+                                                 : x.scalar_type();
+}
+
+// fp8_base: a float8 weight is upcast to the compute dtype for this one call (kohya relies on
+// autocast for the same; the upcast copy is freed when the layer returns).
+torch::Tensor usable_weight(const torch::Tensor& weight, const torch::Tensor& x) {
+  return is_float8(weight.scalar_type()) ? weight.to(compute_dtype_of(x)) : weight;
+}
+
+// The LoRA path's input: in the adapter's dtype, unless autocast casts both anyway.
+torch::Tensor lora_input(const torch::Tensor& x, const LoRAAdapter& a) {
+  return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(a.down.scalar_type());
+}
+
 }  // namespace
+
+bool is_float8(at::ScalarType dtype) {
+  return dtype == at::kFloat8_e4m3fn || dtype == at::kFloat8_e5m2 ||
+         dtype == at::kFloat8_e4m3fnuz || dtype == at::kFloat8_e5m2fnuz;
+}
+
+std::size_t set_matrix_dtype(torch::nn::Module& module, at::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  std::size_t n = 0;
+  for (const auto& m : module.modules(/*include_self=*/true)) {
+    torch::Tensor* weight = nullptr;
+    if (auto* linear = m->as<LoRACompatibleLinearImpl>()) weight = &linear->weight_mutable();
+    if (auto* conv = m->as<LoRACompatibleConvImpl>()) weight = &conv->weight_mutable();
+    if (weight == nullptr) continue;
+    weight->set_data(weight->to(dtype));
+    ++n;
+  }
+  return n;
+}
 
 LoRACompatibleLinearImpl::LoRACompatibleLinearImpl(int64_t in_features, int64_t out_features,
                                                    bool bias)
@@ -54,10 +93,10 @@ LoRACompatibleLinearImpl::LoRACompatibleLinearImpl(int64_t in_features, int64_t 
 }
 
 torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = at::linear(x, weight_, bias_);
+  torch::Tensor y = at::linear(x, usable_weight(weight_, x), bias_);
   if (!adapter_) return y;
   const LoRAAdapter& a = *adapter_;
-  torch::Tensor h = at::linear(at::linear(x.to(a.down.scalar_type()), a.down), a.up);
+  torch::Tensor h = at::linear(at::linear(lora_input(x, a), a.down), a.up);
   return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
 }
 
@@ -80,11 +119,10 @@ LoRACompatibleConvImpl::LoRACompatibleConvImpl(int64_t in_channels, int64_t out_
 }
 
 torch::Tensor LoRACompatibleConvImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = at::conv2d(x, weight_, bias_, stride_, padding_);
+  torch::Tensor y = at::conv2d(x, usable_weight(weight_, x), bias_, stride_, padding_);
   if (!adapter_) return y;
   const LoRAAdapter& a = *adapter_;
-  torch::Tensor h =
-      at::conv2d(at::conv2d(x.to(a.down.scalar_type()), a.down, {}, stride_, padding_), a.up);
+  torch::Tensor h = at::conv2d(at::conv2d(lora_input(x, a), a.down, {}, stride_, padding_), a.up);
   return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
 }
 

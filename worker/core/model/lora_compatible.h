@@ -4,6 +4,7 @@
 // networks.lora.LoRAModule.apply_to() performs, without touching the base state dict.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -12,6 +13,9 @@
 #include <torch/nn/pimpl.h>
 
 namespace lf {
+
+// Both layer classes below compute in the input's dtype, or autocast's while it is on. A
+// float8 weight (model.fp8_base) is upcast to that dtype for each call; the bias stays as it is.
 
 // A low-rank update attached to one layer: out += multiplier * scale * up(down(x)).
 // The tensors are owned by the LoRA network (they are the trainable parameters); they may have
@@ -42,6 +46,7 @@ class LoRACompatibleLinearImpl : public torch::nn::Module {
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   const torch::Tensor& weight() const { return weight_; }
+  torch::Tensor& weight_mutable() { return weight_; }
   const torch::Tensor& bias() const { return bias_; }  // undefined when built without bias
 
  private:
@@ -78,6 +83,7 @@ class LoRACompatibleConvImpl : public torch::nn::Module {
   int64_t stride() const { return stride_; }
   int64_t padding() const { return padding_; }
   const torch::Tensor& weight() const { return weight_; }
+  torch::Tensor& weight_mutable() { return weight_; }
   const torch::Tensor& bias() const { return bias_; }
 
  private:
@@ -91,6 +97,13 @@ class LoRACompatibleConvImpl : public torch::nn::Module {
   std::shared_ptr<LoRAAdapter> adapter_;
 };
 TORCH_MODULE(LoRACompatibleConv);
+
+// True for the float8 dtypes (e4m3fn, e5m2 and their fnuz variants).
+bool is_float8(at::ScalarType dtype);
+
+// Stores the weight of every LoRA-compatible Linear / Conv inside `module` as `dtype` (kohya
+// --fp8_base: float8_e4m3fn), biases unchanged. Returns the number of layers converted.
+std::size_t set_matrix_dtype(torch::nn::Module& module, at::ScalarType dtype);
 
 // The former 1x1-only name, kept for the LoRA network code: a LoRACompatibleConv built with
 // the default kernel 1 is the old LoRACompatibleConv1x1.

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include <c10/core/DefaultDtype.h>
 #include <torch/torch.h>
 
 #include "model/state_dict.h"
@@ -26,14 +27,37 @@ bool globally_ignored(const std::string& key) {
          ends_with(key, "position_ids") || ends_with(key, "logit_scale");
 }
 
+// Makes `dtype` LibTorch's default dtype (the one modules create their parameters in) while in
+// scope.
+class DefaultDtypeScope {
+ public:
+  explicit DefaultDtypeScope(at::ScalarType dtype) : previous_(c10::get_default_dtype()) {
+    c10::set_default_dtype(caffe2::TypeMeta::fromScalarType(dtype));
+  }
+  ~DefaultDtypeScope() { c10::set_default_dtype(previous_); }
+  DefaultDtypeScope(const DefaultDtypeScope&) = delete;
+  DefaultDtypeScope& operator=(const DefaultDtypeScope&) = delete;
+
+ private:
+  caffe2::TypeMeta previous_;
+};
+
 }  // namespace
 
-SDModels build_sd_models(const ModelPreset& preset, bool with_decoder) {
+SDModels build_sd_models(const ModelPreset& preset, bool with_decoder,
+                         const SDModelDtypes& dtypes) {
   SDModels m;
   m.preset = preset;
-  m.unet = UNetModel(preset.unet);
-  m.vae_encoder = VAEEncoder(preset.vae);
-  if (with_decoder) m.vae_decoder = VAEDecoder(preset.vae);
+  {
+    DefaultDtypeScope scope(dtypes.unet);
+    m.unet = UNetModel(preset.unet);
+  }
+  {
+    DefaultDtypeScope scope(dtypes.vae);
+    m.vae_encoder = VAEEncoder(preset.vae);
+    if (with_decoder) m.vae_decoder = VAEDecoder(preset.vae);
+  }
+  DefaultDtypeScope scope(dtypes.text_encoders);
   for (const TextEncoderSpec& spec : preset.text_encoders) {
     m.text_encoders.emplace_back(spec.config);
   }

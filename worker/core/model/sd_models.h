@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include "model/clip_text_model.h"
 #include "model/model_config.h"
@@ -25,9 +26,19 @@ struct SDModels {
   std::vector<CLIPTextModel> text_encoders;  // one per preset.text_encoders, same order
 };
 
-// Builds every network of `preset` (CPU, default dtype, torch default init, frozen); the VAE
-// decoder only when `with_decoder`. Throws std::invalid_argument for inconsistent configs.
-SDModels build_sd_models(const ModelPreset& preset, bool with_decoder);
+// Parameter dtypes of the networks, as kohya puts them: weight_dtype for the UNet and the text
+// encoders, vae_dtype for the VAE (decoder included).
+struct SDModelDtypes {
+  at::ScalarType unet = at::kFloat;
+  at::ScalarType vae = at::kFloat;
+  at::ScalarType text_encoders = at::kFloat;
+};
+
+// Builds every network of `preset` (CPU, torch default init, frozen), each part's parameters
+// created directly in its `dtypes` entry (a half-precision SDXL UNet never exists in fp32); the
+// VAE decoder only when `with_decoder`. Throws std::invalid_argument for inconsistent configs.
+SDModels build_sd_models(const ModelPreset& preset, bool with_decoder,
+                         const SDModelDtypes& dtypes = {});
 
 // Loads every built part of `models` from `weights` (full checkpoint keys), converting fp16 /
 // bf16 / fp64 to each parameter's dtype and keeping its device. Every part is tried and all

@@ -108,9 +108,17 @@ UpsampleImpl::UpsampleImpl(int64_t channels) {
 
 torch::Tensor UpsampleImpl::forward(const torch::Tensor& x) {
   namespace F = torch::nn::functional;
-  torch::Tensor up = F::interpolate(x, F::InterpolateFuncOptions()
-                                           .scale_factor(std::vector<double>{2.0, 2.0})
-                                           .mode(torch::kNearest));
+  torch::Tensor up;
+  if (x.is_cuda() && at::globalContext().deterministicAlgorithms()) {
+    // CUDA's nearest-upsampling backward accumulates with atomics; a broadcast view repeats
+    // every pixel 2x2 the same way and its backward is a deterministic sum.
+    const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+    up = x.reshape({b, c, h, 1, w, 1}).expand({b, c, h, 2, w, 2}).reshape({b, c, 2 * h, 2 * w});
+  } else {
+    up = F::interpolate(x, F::InterpolateFuncOptions()
+                               .scale_factor(std::vector<double>{2.0, 2.0})
+                               .mode(torch::kNearest));
+  }
   return conv_->forward(up);
 }
 
