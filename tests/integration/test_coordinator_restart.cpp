@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "tests/integration/process_util.h"
+#include "tests/integration/tiny_job.h"
 #include "worker/io/tensor_file.h"
 
 namespace fs = std::filesystem;
@@ -141,10 +142,7 @@ class CoordinatorRestart : public ::testing::Test {
   std::string checkpoint_;
 };
 
-std::map<std::string, at::Tensor> lora_tensors(const std::string& path) {
-  auto loaded = lf::load_safetensors(path);
-  return {loaded.tensors.begin(), loaded.tensors.end()};
-}
+using lf::test::lora_tensors;
 
 TEST_F(CoordinatorRestart, KilledCoordinatorRestoresAndTheJobEndsAsIfUninterrupted) {
   // The uninterrupted run.

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tests/integration/process_util.h"
+#include "tests/integration/tiny_job.h"
 #include "worker/io/tensor_file.h"
 
 namespace fs = std::filesystem;
@@ -26,7 +27,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
-const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
 
 using lf::test::free_port;
 using lf::test::mpirun;
@@ -35,102 +35,10 @@ using lf::test::run;
 using lf::test::RunResult;
 
 // A small job: 3 training photos x 2 repeats + 2 greyscale reg photos, 128 px buckets.
-class EndToEnd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(fs::exists(kDemo + "/train/10_photo/astronaut.png") && fs::exists(kVocab))
-        << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
-    dir_ = fs::temp_directory_path() /
-           ("lf_e2e_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    lf::test::copy_demo_photos(kDemo, dir_.string());
-    lf::test::copy_demo_reg_photos(kDemo, dir_.string());
-    checkpoint_ = (dir_ / "base.safetensors").string();
-    RunResult mk = lf::test::make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
-    ASSERT_EQ(mk.exit_code, 0) << mk.output;
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
+class EndToEnd : public lf::test::TinyJobTest {};
 
-  std::string write_config(const std::string& name, const std::string& output_dir, int max_steps,
-                           int save_every, int coord_port, int metrics_port, int worker_port_base,
-                           const std::string& extra = "", const std::string& dataset_extra = "") {
-    const fs::path p = dir_ / name;
-    std::ofstream f(p);
-    f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
-      << "\n  architecture: tiny\n  tokenizer_vocab: " << kVocab << "\n"
-      << "dataset:\n  train_data_dir: " << (dir_ / "train").string()
-      << "\n  reg_data_dir: " << (dir_ / "reg").string()
-      << "\n  resolution: 128\n  min_bucket_reso: 64\n  max_bucket_reso: 256\n"
-      << "  caption_extension: .txt\n"
-      << dataset_extra << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
-      << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
-      << "  lr_scheduler: cosine\n  lr_warmup_steps: 2\n  max_train_steps: " << max_steps
-      << "\n  save_every_n_steps: " << save_every << "\n"
-      << "output:\n  output_dir: " << output_dir << "\n  output_name: e2e\n"
-      << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
-      << "\n  metrics_address: 127.0.0.1:" << metrics_port << "\n"
-      << "worker:\n  metrics_port_base: " << worker_port_base
-      << "\n"
-      // Runs that fail on purpose end at once instead of waiting for a restarted group.
-      << "cluster:\n  rendezvous_timeout_seconds: 2\n"
-      << extra;
-    return p.string();
-  }
-
-  // Adds network_train_unet_only: true to the config at `path` (LoRA on the UNet only, as
-  // kohya's --network_train_unet_only); returns the path.
-  std::string with_unet_only(const std::string& path) {
-    std::string y = read_file(path);
-    y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
-    std::ofstream(path) << y;
-    return path;
-  }
-
-  // Runs coordinator + np workers; returns the workers' combined output and exit code.
-  RunResult run_job(const std::string& config, int coord_port, int np,
-                    const std::string& worker_flags, std::string* coord_output = nullptr) {
-    auto coord = std::async(std::launch::async, [&] {
-      return run(std::string(LF_COORDINATOR_BIN) + " --config " + config);
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    RunResult w = run(mpirun(np) + " " + LF_WORKER_BIN + " --coordinator 127.0.0.1:" +
-                      std::to_string(coord_port) + " --no-progress-bar " + worker_flags);
-    RunResult c = coord.get();
-    if (coord_output) *coord_output = c.output;
-    if (c.exit_code != 0)
-      w.output += "\n[coordinator exit " + std::to_string(c.exit_code) + "]\n" + c.output;
-    if (w.exit_code == 0 && c.exit_code != 0) w.exit_code = 100 + c.exit_code;
-    return w;
-  }
-
-  fs::path dir_;
-  std::string checkpoint_;
-};
-
-std::map<std::string, at::Tensor> lora_tensors(const std::string& path) {
-  auto loaded = lf::load_safetensors(path);
-  return {loaded.tensors.begin(), loaded.tensors.end()};
-}
-
-bool bytes_equal(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
-}
-
-// The two LoRA files hold the same tensors, byte for byte.
-void expect_same_lora(const std::string& a_path, const std::string& b_path) {
-  const auto ta = lora_tensors(a_path);
-  const auto tb = lora_tensors(b_path);
-  ASSERT_EQ(ta.size(), tb.size());
-  ASSERT_GT(ta.size(), 0u);
-  for (const auto& [name, t] : ta) {
-    ASSERT_TRUE(tb.count(name)) << name;
-    EXPECT_TRUE(bytes_equal(t, tb.at(name))) << "tensor differs: " << name;
-  }
-}
+using lf::test::expect_same_lora;
+using lf::test::lora_tensors;
 
 TEST_F(EndToEnd, TwoRanksStayInSyncWithFiniteLossAndValidMetrics) {
   const int cport = free_port(), mport = free_port(), wport = free_port();

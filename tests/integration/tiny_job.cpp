@@ -1,0 +1,114 @@
+// The tiny-job fixture (see header).
+#include "tests/integration/tiny_job.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "worker/io/tensor_file.h"
+
+namespace fs = std::filesystem;
+
+namespace lf::test {
+namespace {
+const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
+const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
+}  // namespace
+
+void TinyJobTest::SetUp() {
+  ASSERT_TRUE(fs::exists(kDemo + "/train/10_photo/astronaut.png") && fs::exists(kVocab))
+      << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  dir_ = fs::temp_directory_path() / ("lf_" + std::string(info->test_suite_name()) + "_" +
+                                      std::to_string(getpid()) + "_" + info->name());
+  fs::remove_all(dir_);
+  copy_demo_photos(kDemo, dir_.string());
+  copy_demo_reg_photos(kDemo, dir_.string());
+  checkpoint_ = (dir_ / "base.safetensors").string();
+  RunResult mk = make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
+  ASSERT_EQ(mk.exit_code, 0) << mk.output;
+}
+
+void TinyJobTest::TearDown() {
+  if (!HasFailure()) fs::remove_all(dir_);
+}
+
+std::string TinyJobTest::write_config(const std::string& name, const std::string& output_dir,
+                                      int max_steps, int save_every, int coord_port,
+                                      int metrics_port, int worker_port_base,
+                                      const std::string& extra, const std::string& dataset_extra,
+                                      const std::string& training_extra) {
+  const fs::path p = dir_ / name;
+  std::ofstream f(p);
+  f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
+    << "\n  architecture: tiny\n  tokenizer_vocab: " << kVocab << "\n"
+    << "dataset:\n  train_data_dir: " << (dir_ / "train").string()
+    << "\n  reg_data_dir: " << (dir_ / "reg").string()
+    << "\n  resolution: 128\n  min_bucket_reso: 64\n  max_bucket_reso: 256\n"
+    << "  caption_extension: .txt\n"
+    << dataset_extra << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
+    << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
+    << "  lr_scheduler: cosine\n  lr_warmup_steps: 2\n  max_train_steps: " << max_steps
+    << "\n  save_every_n_steps: " << save_every << "\n"
+    << training_extra << "output:\n  output_dir: " << output_dir << "\n  output_name: e2e\n"
+    << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
+    << "\n  metrics_address: 127.0.0.1:" << metrics_port << "\n"
+    << "worker:\n  metrics_port_base: " << worker_port_base
+    << "\n"
+    // Runs that fail on purpose end at once instead of waiting for a restarted group.
+    << "cluster:\n  rendezvous_timeout_seconds: 2\n"
+    << extra;
+  return p.string();
+}
+
+std::string TinyJobTest::with_unet_only(const std::string& path) {
+  std::string y = read_file(path);
+  y.replace(y.find("network:\n"), 9, "network:\n  network_train_unet_only: true\n");
+  std::ofstream(path) << y;
+  return path;
+}
+
+RunResult TinyJobTest::run_job(const std::string& config, int coord_port, int np,
+                               const std::string& worker_flags, std::string* coord_output,
+                               const std::string& env) {
+  auto coord = std::async(std::launch::async, [&] {
+    return run(std::string(LF_COORDINATOR_BIN) + " --config " + config);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  RunResult w = run((env.empty() ? "" : env + " ") + mpirun(np) + " " + LF_WORKER_BIN +
+                    " --coordinator 127.0.0.1:" + std::to_string(coord_port) +
+                    " --no-progress-bar " + worker_flags);
+  RunResult c = coord.get();
+  if (coord_output) *coord_output = c.output;
+  if (c.exit_code != 0)
+    w.output += "\n[coordinator exit " + std::to_string(c.exit_code) + "]\n" + c.output;
+  if (w.exit_code == 0 && c.exit_code != 0) w.exit_code = 100 + c.exit_code;
+  return w;
+}
+
+std::map<std::string, at::Tensor> lora_tensors(const std::string& path) {
+  auto loaded = lf::load_safetensors(path);
+  return {loaded.tensors.begin(), loaded.tensors.end()};
+}
+
+bool bytes_equal(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+void expect_same_lora(const std::string& a_path, const std::string& b_path) {
+  const auto ta = lora_tensors(a_path);
+  const auto tb = lora_tensors(b_path);
+  ASSERT_EQ(ta.size(), tb.size());
+  ASSERT_GT(ta.size(), 0u);
+  for (const auto& [name, t] : ta) {
+    ASSERT_TRUE(tb.count(name)) << name;
+    EXPECT_TRUE(bytes_equal(t, tb.at(name))) << "tensor differs: " << name;
+  }
+}
+
+}  // namespace lf::test
