@@ -91,7 +91,7 @@ RunResult TinyJobTest::run_job(const std::string& config, int coord_port, int np
 }
 
 std::map<std::string, at::Tensor> lora_tensors(const std::string& path) {
-  auto loaded = lf::load_safetensors(path);
+  auto loaded = lf::load_safetensors(path, /*use_mmap=*/false, kKeepStoredDtype);
   return {loaded.tensors.begin(), loaded.tensors.end()};
 }
 

@@ -43,7 +43,7 @@ class TinyJobTest : public ::testing::Test {
   std::string checkpoint_;
 };
 
-// The tensors of a safetensors file by name.
+// The tensors of a safetensors file by name, in their stored dtypes.
 std::map<std::string, at::Tensor> lora_tensors(const std::string& path);
 // Same shape, dtype and bytes.
 bool bytes_equal(const at::Tensor& a, const at::Tensor& b);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include "worker/core/model/checkpoint.h"
@@ -51,6 +52,32 @@ class BaseModelTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// The dtypes of every parameter of `m`.
+std::set<at::ScalarType> dtypes_in(const torch::nn::Module& m) {
+  std::set<at::ScalarType> out;
+  for (const auto& p : m.parameters()) out.insert(p.scalar_type());
+  return out;
+}
+
+TEST_F(BaseModelTest, BuildsEachPartInItsMixedPrecisionDtype) {
+  ModelSection m;
+  m.pretrained_model_name_or_path = write("tiny-sdxl", at::kHalf);  // an fp16 file
+  SDModelDtypes dtypes;
+  dtypes.unet = dtypes.text_encoders = at::kBFloat16;  // kohya weight_dtype
+  const BaseModel b = load_base_model(m, dtypes);
+  EXPECT_EQ(dtypes_in(*b.models.unet), std::set<at::ScalarType>{at::kBFloat16});
+  ASSERT_EQ(b.models.text_encoders.size(), 2u);
+  for (const auto& te : b.models.text_encoders) {
+    EXPECT_EQ(dtypes_in(*te), std::set<at::ScalarType>{at::kBFloat16});
+  }
+  EXPECT_EQ(dtypes_in(*b.models.vae_encoder), std::set<at::ScalarType>{at::kFloat});
+  // The values are the file's, rounded once to bf16.
+  const LoadedTensors file = load_safetensors(m.pretrained_model_name_or_path);
+  const at::Tensor& w = file.tensors.at("model.diffusion_model.out.2.weight");
+  const auto params = b.models.unet->named_parameters();
+  EXPECT_TRUE(torch::equal(params["out.2.weight"], w.to(at::kBFloat16)));
+}
 
 TEST_F(BaseModelTest, AutoDetectsEachFamilyAndItsTinyPreset) {
   for (const std::string preset : {"tiny", "tiny-sd2", "tiny-sdxl"}) {

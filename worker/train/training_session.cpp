@@ -49,6 +49,16 @@ std::string cache_dir_of(const JobConfig& config) {
              : config.dataset.cache_dir;
 }
 
+// The dtypes the parameters of `m` are stored in, e.g. "bf16+fp8_e4m3fn" (read from the
+// tensors, for the log).
+std::string dtypes_of(const torch::nn::Module& m) {
+  std::set<std::string> names;
+  for (const auto& p : m.parameters()) names.insert(dtype_name(p.scalar_type()));
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : "+") + n;
+  return out;
+}
+
 // True when the checkpoint's LoRA file has text-encoder modules.
 bool checkpoint_has_text_encoder_lora(const std::string& dir) {
   const SafetensorsFile saved = SafetensorsFile::open(dir + "/lora.safetensors");
@@ -123,8 +133,12 @@ void TrainingSession::load_model() {
     m->to(device);
   }
   if (rank == 0) {
-    LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary
-                      << "; mixed_precision " << precision.describe());
+    std::string te;
+    for (const auto& t : models.text_encoders) te += (te.empty() ? "" : ", ") + dtypes_of(*t);
+    LF_INFO("loaded " << ckpt << " on " << device.str() << ": " << base.summary);
+    LF_INFO("mixed_precision " << precision.describe() << "; frozen weights: UNet "
+                               << dtypes_of(*models.unet) << ", text encoders " << te
+                               << ", VAE " << dtypes_of(*models.vae_encoder));
   }
   if (config.training.gradient_checkpointing) {
     const std::size_t blocks = models.unet->set_gradient_checkpointing(true);

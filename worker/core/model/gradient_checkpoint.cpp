@@ -121,7 +121,7 @@ torch::Tensor CheckpointableBlock::run_block(const torch::nn::Module& self,
                                              const std::vector<torch::Tensor>& inputs) const {
   if (!torch::GradMode::is_enabled()) return body(inputs);
   if (checkpointing_) return checkpointed(body, inputs, attached_lora_tensors(self), hooks_.get());
-  // Without checkpointing the block's inputs pass through one identity view each, so that the
+  // Without checkpointing the block's inputs pass through one alias each, so that the
   // gradients of an input's uses inside the block are summed there first, then added to its
   // uses elsewhere: the same association as the checkpointed block, whose backward returns one
   // gradient per input. Floating-point sums are not associative, and with this the two give
@@ -129,7 +129,9 @@ torch::Tensor CheckpointableBlock::run_block(const torch::nn::Module& self,
   // once would otherwise be summed in another order).
   std::vector<torch::Tensor> grouped = inputs;
   for (torch::Tensor& x : grouped) {
-    if (x.defined() && x.requires_grad()) x = x.view_as(x);
+    // alias, not view_as: a view recomputes the strides of size-1 dimensions, and kernels that
+    // follow would lay out their outputs differently from the checkpointed forward's.
+    if (x.defined() && x.requires_grad()) x = at::alias(x);
   }
   return body(grouped);
 }
