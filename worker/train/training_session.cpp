@@ -22,6 +22,7 @@
 #include "worker/train/resume_point.h"
 #include "worker/train/rng_streams.h"
 #include "worker/train/run_precision.h"
+#include "worker/train/vram_budget.h"
 
 namespace fs = std::filesystem;
 
@@ -100,6 +101,11 @@ TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& 
   restore(std::move(resume));
   prepare_data();
   fill_caches();
+  if (config.worker.vram_budget_gb > 0) {
+    streamer = apply_vram_budget({config, precision, base.models, *lora,
+                                  train_text_encoder ? encoders.get() : nullptr, dataset,
+                                  device, rank});
+  }
   if (rank == 0) LF_INFO("peak memory: " << memory.summary());
 }
 

@@ -16,6 +16,7 @@
 #include "common/data/dataset.h"
 #include "common/text/clip_tokenizer.h"
 #include "worker/core/lora/lora_network.h"
+#include "worker/core/offload/weight_streamer.h"
 #include "worker/core/train/loss_scaler.h"
 #include "worker/core/train/lr_schedule.h"
 #include "worker/core/train/noise_schedule.h"
@@ -84,6 +85,9 @@ class TrainingSession {
   std::unique_ptr<LatentCache> latents;
   DDPMNoiseSchedule noise_schedule;
   LRScheduleOptions lr_schedule;  // base_lr 1: the factor each group's lr multiplies
+  // worker.vram_budget_gb: streams the UNet blocks not kept resident (null: none). Declared
+  // last, so it lets go of the blocks' hooks before the models go.
+  std::unique_ptr<WeightStreamer> streamer;
 
  private:
   void load_model();

@@ -119,7 +119,14 @@ torch::Tensor checkpointed(const CheckpointBody& body, const std::vector<torch::
 torch::Tensor CheckpointableBlock::run_block(const torch::nn::Module& self,
                                              const CheckpointBody& body,
                                              const std::vector<torch::Tensor>& inputs) const {
-  if (!torch::GradMode::is_enabled()) return body(inputs);
+  if (!torch::GradMode::is_enabled()) {
+    // Inference (e.g. a no-grad forward): nothing to recompute, but streamed weights still
+    // have to come onto the device for the call.
+    if (hooks_ && hooks_->begin) hooks_->begin(false);
+    torch::Tensor out = body(inputs);
+    if (hooks_ && hooks_->end) hooks_->end(false);
+    return out;
+  }
   if (checkpointing_) return checkpointed(body, inputs, attached_lora_tensors(self), hooks_.get());
   // Without checkpointing the block's inputs pass through one alias each, so that the
   // gradients of an input's uses inside the block are summed there first, then added to its
