@@ -92,6 +92,10 @@ def parse_args(argv):
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--autocast", action="store_true",
                     help="bf16 autocast around noise, UNet forward and loss")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="unet.enable_gradient_checkpointing(), as the diffusers example's flag")
+    ap.add_argument("--memory-cap-gb", type=float, default=0.0,
+                    help="CUDA: torch.cuda.set_per_process_memory_fraction for this many GiB")
     ap.add_argument("--init-lora-weights", default="gaussian",
                     help='peft init_lora_weights: "gaussian" (diffusers example) or "true"')
     a = ap.parse_args(argv)
@@ -115,8 +119,13 @@ def main(argv=None):
     rss_before = max_rss_mib()
 
     setup_start = time.perf_counter()
+    if cuda and a.memory_cap_gb > 0:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.memory_cap_gb * 2**30 / total), device)
     torch.manual_seed(a.seed)
     unet = build_unet(UNet2DConditionModel, a.preset)
+    if a.gradient_checkpointing:
+        unet.enable_gradient_checkpointing()
     unet.requires_grad_(False)
     unet.to(device, dtype=dtype)
     init = True if a.init_lora_weights.lower() == "true" else a.init_lora_weights
@@ -137,6 +146,7 @@ def main(argv=None):
     if cuda:
         torch.cuda.synchronize(device)
     setup_s = time.perf_counter() - setup_start
+    mem_after_setup = (torch.cuda.memory_allocated(device) / 2**20) if cuda else max_rss_mib()
 
     unet_params = sum(p.numel() for p in unet.parameters() if not p.requires_grad)
     lora_modules = sum(1 for m in unet.modules()
@@ -175,6 +185,7 @@ def main(argv=None):
         "impl": "diffusers", "torch": torch.__version__.split("+")[0],
         "diffusers": diffusers.__version__, "peft": peft.__version__,
         "preset": a.preset, "device": a.device, "dtype": a.dtype, "autocast": a.autocast,
+        "gradient_checkpointing": a.gradient_checkpointing, "memory_cap_gb": a.memory_cap_gb,
         "batch": a.batch,
         "latent": f"{a.latent_h}x{a.latent_w}", "context_len": 77,
         "network_dim": a.network_dim, "network_alpha": alpha, "threads": a.threads,
@@ -183,7 +194,8 @@ def main(argv=None):
         "median_step_s": median, "mean_step_s": statistics.fmean(times),
         "min_step_s": min(times), "steps_per_s": 1.0 / median,
         "samples_per_s": a.batch / median, "peak_mem_mib": peak, "peak_mem_kind": kind,
-        "rss_before_model_mib": rss_before, "setup_s": setup_s, "final_loss": loss.item(),
+        "rss_before_model_mib": rss_before, "mem_after_setup_mib": mem_after_setup,
+        "setup_s": setup_s, "final_loss": loss.item(),
     }))
 
 

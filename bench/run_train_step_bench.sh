@@ -7,6 +7,7 @@
 #   bench flags (passed to both): --preset tiny|sd15 --batch B --latent HxW --network-dim R
 #     --network-alpha A --device cpu|cuda[:N] --dtype fp32|bf16 --warmup N --steps N --threads T
 #     --seed S --lr LR --autocast (bf16 autocast around noise, UNet forward and loss)
+#     --gradient-checkpointing (both sides) --memory-cap-gb G (CUDA allocator cap, both sides)
 #   --repeats N  runs the pair N times, alternating, and tabulates the median of the medians.
 # Environment: BUILD_DIR (default build-bench, configured -DLF_CORE_ONLY=ON), PEER_PYTHON (a
 # Python that already imports torch, diffusers and peft: skips the venv), BENCH_VENV (default
@@ -116,10 +117,11 @@ if (a["unet_params"], a["lora_params"], a["lora_modules"]) != \
     print(f"WARNING: models differ: lorafleet unet/lora/modules {a['unet_params']}/"
           f"{a['lora_params']}/{a['lora_modules']} vs peer {b['unet_params']}/"
           f"{b['lora_params']}/{b['lora_modules']}")
-for k in ("dtype", "autocast"):
+for k in ("dtype", "autocast", "gradient_checkpointing"):
     if a.get(k) != b.get(k):
         print(f"WARNING: {k} differs: lorafleet {a.get(k)} vs peer {b.get(k)}")
 amp = " autocast bf16" if a.get("autocast") else " no autocast"
+amp += ", gradient checkpointing" if a.get("gradient_checkpointing") else ""
 print(f"\n{a['preset']} {a['device']} dtype {a['dtype']}{amp} batch {a['batch']} "
       f"latent {a['latent']} "
       f"ctx 77 R {a['network_dim']} threads {a['threads']} steps {a['steps']} "
@@ -134,6 +136,9 @@ if a["peak_mem_kind"] == "ru_maxrss":
     for r in runs:
         r["rss_delta_mib"] = r["peak_mem_mib"] - r["rss_before_model_mib"]
     rows.insert(4, ("peak RSS - RSS before model MiB", "rss_delta_mib", "{:.0f}"))
+for r in runs:  # what the step adds on top of the model and the LoRA: the activations
+    r["activation_mib"] = r["peak_mem_mib"] - r["mem_after_setup_mib"]
+rows.insert(4, ("step peak - after setup MiB", "activation_mib", "{:.0f}"))
 print(f"{'metric':<36}{'lorafleet':>12}{'diffusers':>12}{'lf/peer':>10}")
 for name, key, fmt in rows:
     x, y = med(lf, key), med(pe, key)

@@ -18,6 +18,7 @@
 
 #include "device/cuda_info.h"
 #include "lora/lora_network.h"
+#include "offload/unet_streaming.h"
 #include "model/model_config.h"
 #include "model/unet.h"
 #include "train/autocast.h"
@@ -30,6 +31,7 @@ namespace lf {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
 
 int64_t parse_int(const std::string& flag, const std::string& value, int64_t min_value) {
   size_t used = 0;
@@ -88,12 +90,15 @@ std::string train_step_bench_usage() {
   return "usage: lorafleet-bench-train-step [--preset tiny|sd15] [--batch B] [--latent HxW]\n"
          "         [--network-dim R] [--network-alpha A] [--device cpu|cuda[:N]]\n"
          "         [--dtype fp32|bf16] [--warmup N] [--steps N] [--threads T] [--seed S]\n"
-         "         [--lr LR] [--autocast]\n"
+         "         [--lr LR] [--autocast] [--gradient-checkpointing] [--memory-cap-gb G]\n"
+         "         [--vram-budget-gb G] [--offload-streams N]\n"
          "Times LoRA training steps (forward, MSE, backward, AdamW) of the preset's UNet and\n"
          "prints one JSON line. Defaults: tiny, batch 2, latent 32x32, R 4, alpha = R, cpu,\n"
          "fp32, warmup 3, steps 30, 1 thread, seed 1234, lr 1e-4; context length 77.\n"
          "--autocast runs noise, UNet forward and loss under bf16 autocast for the device\n"
-         "(accelerate mixed_precision=\"bf16\"); the loss itself stays fp32.\n";
+         "(accelerate mixed_precision=\"bf16\"); the loss itself stays fp32.\n"
+         "--memory-cap-gb caps the CUDA caching allocator; --vram-budget-gb streams UNet\n"
+         "blocks within that budget (worker.vram_budget_gb; needs --gradient-checkpointing).\n";
 }
 
 bool parse_train_step_bench_args(int argc, const char* const* argv,
@@ -103,6 +108,10 @@ bool parse_train_step_bench_args(int argc, const char* const* argv,
     if (flag == "--help" || flag == "-h") return false;
     if (flag == "--autocast") {
       options.autocast = true;
+      continue;
+    }
+    if (flag == "--gradient-checkpointing") {
+      options.gradient_checkpointing = true;
       continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
@@ -143,6 +152,12 @@ bool parse_train_step_bench_args(int argc, const char* const* argv,
       options.seed = static_cast<uint64_t>(parse_int(flag, value, 0));
     } else if (flag == "--lr") {
       options.lr = parse_double(flag, value);
+    } else if (flag == "--memory-cap-gb") {
+      options.memory_cap_gb = parse_double(flag, value);
+    } else if (flag == "--vram-budget-gb") {
+      options.vram_budget_gb = parse_double(flag, value);
+    } else if (flag == "--offload-streams") {
+      options.offload_streams = static_cast<int>(parse_int(flag, value, 1));
     } else {
       throw std::invalid_argument("unknown flag " + flag);
     }
@@ -164,9 +179,16 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   result.rss_before_model_mib = max_rss_mib();
 
   const auto setup_start = clock::now();
+  const int cuda_index = device.has_index() ? device.index() : 0;
+  if (cuda && options.memory_cap_gb > 0) {
+    // As torch.cuda.set_per_process_memory_fraction: a card of that size, as far as we go.
+    const double total = static_cast<double>(cuda_total_memory(cuda_index));
+    set_cuda_memory_fraction(std::min(1.0, options.memory_cap_gb * kGiB / total), cuda_index);
+  }
   torch::manual_seed(options.seed);  // the UNet's default init uses the global generator
   UNetModel unet(preset.unet);
   unet->to(device, dtype);
+  if (options.gradient_checkpointing) unet->set_gradient_checkpointing(true);
   at::Generator lora_gen = make_cpu_generator(mix_seed(options.seed, 1, 0));
   LoRANetwork network(unet, options.network_dim, options.network_alpha, lora_gen);
   LoRAOptimizer optimizer(network.parameters(), AdamWOptions{});
@@ -181,9 +203,51 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   inputs.context = torch::randn({b, options.context_len, preset.unet.context_dim}, input_gen,
                                 torch::dtype(torch::kFloat32))
                        .to(device, dtype);
+  if (preset.unet.adm_in_channels > 0) {  // SDXL: a vector conditioning of the right width
+    inputs.vector_cond = torch::randn({b, preset.unet.adm_in_channels}, input_gen,
+                                      torch::dtype(torch::kFloat32))
+                             .to(device, dtype);
+  }
   inputs.loss_weights = torch::ones({b}, torch::dtype(torch::kFloat32)).to(device);
+  // One training step's forward, loss and backward (the optimizer step is the caller's).
+  auto forward_backward = [&](at::Generator& gen) {
+    torch::Tensor loss;
+    {
+      // The region Python's peer wraps in torch.autocast; backward and step stay outside.
+      AutocastScope amp(device.type(), at::kBFloat16, options.autocast);
+      loss = compute_loss_sum(unet, schedule, inputs, gen) / static_cast<double>(b);
+    }
+    loss.backward();
+    return loss;
+  };
+  std::unique_ptr<WeightStreamer> streamer;
+  if (options.vram_budget_gb > 0) {
+    if (!cuda || !options.gradient_checkpointing) {
+      throw std::invalid_argument("--vram-budget-gb needs --device cuda and "
+                                  "--gradient-checkpointing");
+    }
+    UNetStreamingOptions so;
+    so.budget_bytes = static_cast<std::int64_t>(options.vram_budget_gb * kGiB);
+    so.reserved_bytes = 3 * static_cast<std::int64_t>(network.num_parameters()) * 4;
+    so.streams = options.offload_streams;
+    so.compute_dtype = options.autocast ? at::kBFloat16 : dtype;
+    so.device = device;
+    UNetStreamingReport report;
+    streamer = stream_unet_within_budget(
+        unet, so,
+        [&] {
+          at::Generator probe = make_cpu_generator(0);
+          forward_backward(probe);
+          optimizer.zero_grad();
+        },
+        &report);
+    result.streamed_blocks = static_cast<int64_t>(report.streamed);
+  }
   if (cuda) torch::cuda::synchronize();
   result.setup_s = std::chrono::duration<double>(clock::now() - setup_start).count();
+  result.mem_after_setup_mib =
+      cuda ? static_cast<double>(cuda_memory_stats(cuda_index).allocated_bytes) / kMiB
+           : max_rss_mib();
 
   for (const auto& p : unet->parameters()) result.unet_params += p.numel();
   result.lora_params = static_cast<int64_t>(network.num_parameters());
@@ -206,12 +270,7 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   for (int64_t step = 0; step < options.warmup + options.steps; ++step) {
     const auto start = clock::now();
     at::Generator gen = make_cpu_generator(mix_seed(options.seed, 0, static_cast<uint64_t>(step)));
-    {
-      // The region Python's peer wraps in torch.autocast; backward and step stay outside.
-      AutocastScope amp(device.type(), at::kBFloat16, options.autocast);
-      loss = compute_loss_sum(unet, schedule, inputs, gen) / static_cast<double>(b);
-    }
-    loss.backward();
+    loss = forward_backward(gen);
     optimizer.step(options.lr);
     optimizer.zero_grad();
     if (cuda) torch::cuda::synchronize();
@@ -246,7 +305,11 @@ std::string train_step_bench_json(const TrainStepBenchOptions& o, const TrainSte
   s << "{\"impl\": \"lorafleet\", \"torch\": " << json_string(TORCH_VERSION)
     << ", \"preset\": " << json_string(o.preset) << ", \"device\": " << json_string(o.device)
     << ", \"dtype\": " << json_string(o.dtype)
-    << ", \"autocast\": " << (o.autocast ? "true" : "false") << ", \"batch\": " << o.batch
+    << ", \"autocast\": " << (o.autocast ? "true" : "false")
+    << ", \"gradient_checkpointing\": " << (o.gradient_checkpointing ? "true" : "false")
+    << ", \"memory_cap_gb\": " << json_number(o.memory_cap_gb)
+    << ", \"vram_budget_gb\": " << json_number(o.vram_budget_gb)
+    << ", \"streamed_blocks\": " << r.streamed_blocks << ", \"batch\": " << o.batch
     << ", \"latent\": \"" << o.latent_h << "x" << o.latent_w << "\""
     << ", \"context_len\": " << o.context_len << ", \"network_dim\": " << o.network_dim
     << ", \"network_alpha\": " << json_number(alpha) << ", \"threads\": " << o.threads
@@ -261,6 +324,7 @@ std::string train_step_bench_json(const TrainStepBenchOptions& o, const TrainSte
     << ", \"peak_mem_mib\": " << json_number(r.peak_mem_mib)
     << ", \"peak_mem_kind\": " << json_string(r.peak_mem_kind)
     << ", \"rss_before_model_mib\": " << json_number(r.rss_before_model_mib)
+    << ", \"mem_after_setup_mib\": " << json_number(r.mem_after_setup_mib)
     << ", \"setup_s\": " << json_number(r.setup_s)
     << ", \"final_loss\": " << json_number(r.final_loss) << "}";
   return s.str();

@@ -20,6 +20,10 @@ struct TrainStepBenchOptions {
   std::string device = "cpu";   // "cpu", "cuda" or "cuda:N"
   std::string dtype = "fp32";   // "fp32" | "bf16" (UNet weights and inputs; LoRA stays fp32)
   bool autocast = false;        // bf16 autocast around compute_loss_sum (accelerate "bf16")
+  bool gradient_checkpointing = false;  // kohya --gradient_checkpointing
+  double memory_cap_gb = 0.0;   // CUDA: cap the caching allocator at this many GiB (0: none)
+  double vram_budget_gb = 0.0;  // CUDA: worker.vram_budget_gb (stream UNet blocks; 0: none)
+  int offload_streams = 2;      // worker.offload_streams
   int64_t warmup = 3;           // untimed steps first
   int64_t steps = 30;           // timed steps
   int threads = 1;              // intra-op CPU threads
@@ -27,8 +31,8 @@ struct TrainStepBenchOptions {
   double lr = 1e-4;
 };
 
-// Parses the command line (argv[0] skipped) into `options`; --autocast is the one flag without
-// a value. Returns false when --help was given (the caller prints train_step_bench_usage()).
+// Parses the command line (argv[0] skipped) into `options`; --autocast and
+// --gradient-checkpointing are the flags without a value. Returns false when --help was given (the caller prints train_step_bench_usage()).
 // Throws std::invalid_argument naming the offending flag or value.
 bool parse_train_step_bench_args(int argc, const char* const* argv,
                                  TrainStepBenchOptions& options);
@@ -43,6 +47,8 @@ struct TrainStepBenchResult {
   double peak_mem_mib = 0.0;         // CUDA: caching allocator max allocated; CPU: ru_maxrss
   std::string peak_mem_kind;         // "cuda_max_allocated" | "ru_maxrss"
   double rss_before_model_mib = 0.0; // ru_maxrss before the model was built (process baseline)
+  double mem_after_setup_mib = 0.0;  // CUDA allocated / ru_maxrss once model and LoRA are set
+  int64_t streamed_blocks = 0;       // --vram-budget-gb: UNet blocks streamed
   double setup_s = 0.0;              // model construction + LoRA attach + moves
   int64_t unet_params = 0;
   int64_t lora_params = 0;

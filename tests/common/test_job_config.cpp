@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/common/fixtures.h"
@@ -424,6 +426,92 @@ TEST(JobConfig, LoadFileResolvesAgainstWorkingDirectory) {
     EXPECT_EQ(std::string(e.what()).rfind(missing + ": cannot read", 0), 0u) << e.what();
   }
   EXPECT_THROW(load_job_config(dir.str("")), ConfigError);  // a directory
+}
+
+}  // namespace
+}  // namespace lf
+
+namespace lf {
+namespace {
+
+TEST(JobConfig, PrecisionAndMemoryKeysWithKohyasPreconditions) {
+  const std::string m(kMinimal);
+  const JobConfig c = parse_job_config(
+      "model:\n  pretrained_model_name_or_path: m\n  vae_dtype: bf16\n  fp8_base: true\n"
+      "dataset:\n  train_data_dir: d\n"
+      "training:\n  mixed_precision: bf16\n  full_bf16: true\n  gradient_checkpointing: true\n"
+      "  deterministic: true\n"
+      "output:\n  save_precision: fp16\n"
+      "worker:\n  vram_budget_gb: 7.5\n  offload_streams: 3\n",
+      "j");
+  EXPECT_EQ(c.model.vae_dtype, "bf16");
+  EXPECT_TRUE(c.model.fp8_base);
+  EXPECT_EQ(c.training.mixed_precision, "bf16");
+  EXPECT_TRUE(c.training.full_bf16);
+  EXPECT_TRUE(c.training.gradient_checkpointing);
+  EXPECT_TRUE(c.training.deterministic);
+  EXPECT_EQ(c.output.save_precision, "fp16");
+  EXPECT_EQ(c.worker.vram_budget_gb, 7.5);
+  EXPECT_EQ(c.worker.offload_streams, 3);
+  const JobConfig d = parse_job_config(m, "j");  // kohya's defaults
+  EXPECT_EQ(d.training.mixed_precision, "no");
+  EXPECT_FALSE(d.training.gradient_checkpointing);
+  EXPECT_EQ(d.model.vae_dtype, "fp32");
+  EXPECT_EQ(d.output.save_precision, "float");
+  EXPECT_EQ(d.worker.vram_budget_gb, 0.0);
+
+  EXPECT_EQ(error_of(m + "training:\n  full_bf16: true\n"),
+            "job.yaml:6: key 'training.full_bf16': needs training.mixed_precision: bf16 (as "
+            "kohya), got 'no'");
+  EXPECT_EQ(error_of(m + "training:\n  mixed_precision: bf16\n  full_fp16: true\n"),
+            "job.yaml:7: key 'training.full_fp16': needs training.mixed_precision: fp16 (as "
+            "kohya), got 'bf16'");
+  EXPECT_EQ(error_of(m + "training:\n  mixed_precision: fp8\n"),
+            "job.yaml:6: key 'training.mixed_precision': expected one of: no, fp16, bf16 (kohya "
+            "--mixed_precision), got 'fp8'");
+  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\n  fp8_base: true\n"
+                     "dataset:\n  train_data_dir: d\n"),
+            "job.yaml:3: key 'model.fp8_base': needs training.mixed_precision fp16 or bf16 (the "
+            "compute dtype the float8 weights are upcast to, as kohya), got 'no'");
+  EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\n  vae_dtype: half\n"
+                     "dataset:\n  train_data_dir: d\n"),
+            "job.yaml:3: key 'model.vae_dtype': expected one of: fp32, fp16, bf16, got 'half'");
+  EXPECT_EQ(error_of(m + "output:\n  save_precision: fp32\n"),
+            "job.yaml:6: key 'output.save_precision': expected one of: float, fp16, bf16 (kohya "
+            "--save_precision), got 'fp32'");
+  EXPECT_EQ(error_of(m + "worker:\n  vram_budget_gb: 8\n"),
+            "job.yaml:6: key 'worker.vram_budget_gb': expected 0 unless "
+            "training.gradient_checkpointing is true (a streamed block's weights must be fetched "
+            "again when its backward recomputes it), got 8");
+  EXPECT_EQ(error_of(m + "worker:\n  vram_budget_gb: 8\n  device: cpu\n"),
+            "job.yaml:6: key 'worker.vram_budget_gb': expected 0 with worker.device cpu (the "
+            "budget streams UNet weights to a GPU), got 8");
+  EXPECT_EQ(error_of(m + "worker:\n  offload_streams: 0\n"),
+            "job.yaml:6: key 'worker.offload_streams': expected an integer in [1, 8], got 0");
+}
+
+// The example for a 24 GB card parses, sets what it says it sets, and shows every precision
+// and memory key; each of those keys is documented in docs/configuration.md.
+TEST(JobConfig, SdxlExampleAndDocsCoverThePrecisionKeys) {
+  const std::string root = LF_SOURCE_DIR;
+  const JobConfig c = load_job_config(root + "/configs/examples/sdxl_bf16_24gb.yaml");
+  EXPECT_EQ(c.training.mixed_precision, "bf16");
+  EXPECT_TRUE(c.training.gradient_checkpointing);
+  EXPECT_EQ(c.model.vae_dtype, "fp32");
+  EXPECT_EQ(c.output.save_precision, "fp16");
+  EXPECT_EQ(c.dataset.resolution_w, 1024);
+  std::ifstream example_file(root + "/configs/examples/sdxl_bf16_24gb.yaml");
+  std::ifstream docs_file(root + "/docs/configuration.md");
+  const std::string example((std::istreambuf_iterator<char>(example_file)), {});
+  const std::string docs((std::istreambuf_iterator<char>(docs_file)), {});
+  for (const char* key :
+       {"vae_dtype", "fp8_base", "mixed_precision", "full_bf16", "full_fp16",
+        "gradient_checkpointing", "deterministic", "save_precision", "vram_budget_gb",
+        "offload_streams"}) {
+    EXPECT_NE(example.find(std::string(key)), std::string::npos) << key << " not in the example";
+    EXPECT_NE(docs.find("`" + std::string(key) + "`"), std::string::npos)
+        << key << " not in docs/configuration.md";
+  }
 }
 
 }  // namespace

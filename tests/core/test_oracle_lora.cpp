@@ -49,8 +49,10 @@ struct LoRACase {
 
 // One line per trained LoRA (tests/fixtures/oracle/lora_<name>.yaml).
 const std::vector<LoRACase>& cases() {
-  static const std::vector<LoRACase> all = {
-      {"tiny", "tiny"}, {"tiny-sd2", "tiny-sd2"}, {"tiny-sdxl", "tiny-sdxl"}};
+  // tiny-fp16 / tiny-bf16: tiny's job with output.save_precision fp16 / bf16.
+  static const std::vector<LoRACase> all = {{"tiny", "tiny"},           {"tiny-sd2", "tiny-sd2"},
+                                            {"tiny-sdxl", "tiny-sdxl"}, {"tiny-fp16", "tiny"},
+                                            {"tiny-bf16", "tiny"}};
   return all;
 }
 
@@ -74,6 +76,17 @@ TEST_P(OracleLoRA, TrainedLoRAMatchesDiffusersKohyaLoaderWithin1e4) {
       << lora_path << " is not the file the diffusers fixture was made from: run "
       << "tests/oracle/regen.sh";
 
+  // save_precision cases: the file diffusers consumed holds half tensors and float32 alphas.
+  if (c.name == "tiny-fp16" || c.name == "tiny-bf16") {
+    const at::ScalarType half = c.name == "tiny-fp16" ? at::kHalf : at::kBFloat16;
+    std::size_t alphas = 0;
+    for (const auto& [name, t] : load_safetensors(lora_path, false, kKeepStoredDtype).tensors) {
+      const bool alpha = name.size() > 6 && name.compare(name.size() - 6, 6, ".alpha") == 0;
+      alphas += alpha;
+      EXPECT_EQ(t.scalar_type(), alpha ? at::kFloat : half) << name;
+    }
+    EXPECT_GT(alphas, 0u);
+  }
   // The trainer's ss_network_dim / ss_network_alpha describe the tensors it wrote.
   if (!fx.meta("lora_ss_network_dim").empty()) {
     EXPECT_EQ(std::stoll(fx.meta("lora_ss_network_dim")), std::stoll(fx.meta("lora_network_dim")));

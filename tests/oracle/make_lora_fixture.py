@@ -222,13 +222,43 @@ def run_all(spec, pipe, inputs, te_ids, suffix, out):
         out[f"te{i}.hidden_{suffix}"] = text_hidden(spec.text_encoders[i], encoders[i], ids)
 
 
+def load_lora_checked(spec, pipe, lora_path, modules):
+    """pipe.load_lora_weights(lora_path), failing on any complaint; returns check_consumed's
+    report (per component: injected layers, tensors)."""
+    te_components = ["text_encoder", "text_encoder_2"]
+    # diffusers' kohya-LoRA loader, with everything it logs captured: it reports unexpected and
+    # missing adapter keys only as warnings.
+    records = _Records()
+    loggers = [logging.getLogger(n) for n in ("diffusers", "peft", "transformers")]
+    for lg in loggers:
+        lg.addHandler(records)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pipe.load_lora_weights(lora_path, adapter_name=ADAPTER)
+    for lg in loggers:
+        lg.removeHandler(records)
+    # The one expected notice: a component the file has no modules for (UNet-only LoRA).
+    absent = [f"No LoRA keys associated to {type(getattr(pipe, c)).__name__} found with the "
+              f"prefix='{c}'" for c in te_components[:len(spec.text_encoders)] if c not in modules]
+    complaints = [r for r in records.records + [str(w.message) for w in caught
+                                                 if not issubclass(w.category, DeprecationWarning)]
+                  if not any(a in r for a in absent)]
+    if complaints:
+        raise RuntimeError("diffusers' LoRA load complained:\n  " + "\n  ".join(complaints))
+    return check_consumed(pipe, lora_path, modules)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", required=True, choices=sorted(ol.PRESETS))
     ap.add_argument("--checkpoint", required=True, help="the base the LoRA was trained on")
     ap.add_argument("--lora", required=True, help="kohya LoRA file written by lorafleet")
-    ap.add_argument("--output", required=True)
+    ap.add_argument("--output", help="the fixture to write (required unless --check-only)")
+    ap.add_argument("--check-only", action="store_true",
+                    help="only load the LoRA and check every key was consumed (no fixture)")
     args = ap.parse_args()
+    if not args.check_only and not args.output:
+        ap.error("--output is required unless --check-only")
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     spec = ol.PRESETS[args.preset]
     from diffusers import AutoencoderKL, UNet2DConditionModel
@@ -252,6 +282,11 @@ def main():
             ol.derived_diffusers_config("vae", original, ckpt, spec.vae_overrides))
     encoders = build_text_encoders(spec, ckpt)
     pipe = build_pipeline(spec, unet, vae, encoders)
+    if args.check_only:
+        report = load_lora_checked(spec, pipe, args.lora, modules)
+        summary = ", ".join(f"{c}: {n} modules / {k} tensors" for c, (n, k) in sorted(report.items()))
+        print(f"{args.lora}: diffusers' load_lora_weights consumed every key ({summary})")
+        return
 
     g = torch.Generator().manual_seed(INPUT_SEED)
     inputs = {"unet.x": torch.randn(2, 4, 8, 8, generator=g),
@@ -270,26 +305,7 @@ def main():
     out = dict(inputs)
     run_all(spec, pipe, inputs, te_ids, "base", out)
 
-    # diffusers' kohya-LoRA loader, with everything it logs captured: it reports unexpected and
-    # missing adapter keys only as warnings.
-    records = _Records()
-    loggers = [logging.getLogger(n) for n in ("diffusers", "peft", "transformers")]
-    for lg in loggers:
-        lg.addHandler(records)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        pipe.load_lora_weights(args.lora, adapter_name=ADAPTER)
-    for lg in loggers:
-        lg.removeHandler(records)
-    # The one expected notice: a component the file has no modules for (UNet-only LoRA).
-    absent = [f"No LoRA keys associated to {type(getattr(pipe, c)).__name__} found with the "
-              f"prefix='{c}'" for c in te_components[:len(spec.text_encoders)] if c not in modules]
-    complaints = [r for r in records.records + [str(w.message) for w in caught
-                                                 if not issubclass(w.category, DeprecationWarning)]
-                  if not any(a in r for a in absent)]
-    if complaints:
-        raise RuntimeError("diffusers' LoRA load complained:\n  " + "\n  ".join(complaints))
-    report = check_consumed(pipe, args.lora, modules)
+    report = load_lora_checked(spec, pipe, args.lora, modules)
 
     run_all(spec, pipe, inputs, te_ids, "lora", out)
     effect = (out["unet.out_lora"] - out["unet.out_base"]).abs().max().item()

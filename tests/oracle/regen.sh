@@ -73,21 +73,23 @@ nice "${PY}" "${ORACLE}/make_schedule_fixture.py" --output "${TMP}/ddpm_v_predic
 install_fixture "${TMP}/ddpm_v_prediction.safetensors" "${OUT}/ddpm_v_prediction.safetensors"
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
-#    job in tests/fixtures/oracle/lora_<preset>.yaml), diffusers' load_lora_weights loads it
-#    (make_lora_fixture.py). The trained file is a fixture itself (the C++ test loads it);
-#    it is replaced only when its tensors changed. Presets without a job yaml are skipped.
+#    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture
+#    names), diffusers' load_lora_weights loads it (make_lora_fixture.py). The trained file is a
+#    fixture itself (the C++ test loads it); it is replaced only when its tensors changed. Cases
+#    without a job yaml are skipped. tiny-fp16 / tiny-bf16 are tiny's job with save_precision.
 #    The job runs in a scratch dir holding the base checkpoint and a .deps link (demo images,
 #    BPE vocab: scripts/prepare_demo_data.sh).
 COORD="${BUILD}/coordinator/lorafleet-coordinator"
 WORKER="${BUILD}/worker/lorafleet-worker"
-for preset in tiny tiny-sd2 tiny-sdxl; do
-  job="${OUT}/lora_${preset}.yaml"
-  [[ -f "${job}" ]] || { echo "skipped:   lora ${preset} (no ${job#${ROOT}/})"; continue; }
+for case in tiny tiny-sd2 tiny-sdxl tiny-fp16 tiny-bf16; do
+  job="${OUT}/lora_${case}.yaml"
+  [[ -f "${job}" ]] || { echo "skipped:   lora ${case} (no ${job#${ROOT}/})"; continue; }
+  preset="$(sed -n 's/^ *architecture: *\([^ #]*\).*/\1/p' "${job}")"
   if [[ ! -x "${COORD}" || ! -x "${WORKER}" ]]; then
     cmake --build "${BUILD}" --target lorafleet-coordinator lorafleet-worker
   fi
   [[ -d "${ROOT}/.deps/demo/train" ]] || bash "${ROOT}/scripts/prepare_demo_data.sh"
-  run="${TMP}/lora_${preset}"
+  run="${TMP}/lora_${case}"
   mkdir -p "${run}"
   ln -s "${ROOT}/.deps" "${run}/.deps"
   if ! "${TOOL}" "${FLAG}" "${preset}" --seed "${SEED}" --output "${run}/base.safetensors" \
@@ -103,13 +105,13 @@ for preset in tiny tiny-sd2 tiny-sdxl; do
       >worker.log 2>&1; wrc=$?
     wait "${cpid}"; crc=$?
     [[ ${wrc} -eq 0 && ${crc} -eq 0 ]] ) || {
-    echo "lora ${preset}: training failed; logs:" >&2
+    echo "lora ${case}: training failed; logs:" >&2
     tail -n 20 "${run}/coordinator.log" "${run}/worker.log" >&2; exit 1; }
-  lora="${run}/output/lora_${preset}.safetensors"
+  lora="${run}/output/lora_${case}.safetensors"
   # Training is deterministic, but the file's ss_* metadata holds the start time and session id:
   # keep the committed LoRA when its tensors are bitwise the same.
-  if [[ -f "${OUT}/lora_${preset}.safetensors" ]] && "${PY}" - "${lora}" \
-       "${OUT}/lora_${preset}.safetensors" <<'PYEOF'
+  if [[ -f "${OUT}/lora_${case}.safetensors" ]] && "${PY}" - "${lora}" \
+       "${OUT}/lora_${case}.safetensors" <<'PYEOF'
 import sys, torch
 from safetensors.torch import load_file
 a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
@@ -117,18 +119,18 @@ sys.exit(0 if a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.eq
                                            for k in a) else 1)
 PYEOF
   then
-    echo "unchanged: tests/fixtures/oracle/lora_${preset}.safetensors (tensors)"
+    echo "unchanged: tests/fixtures/oracle/lora_${case}.safetensors (tensors)"
   else
-    cp "${lora}" "${OUT}/lora_${preset}.safetensors"
-    chmod 644 "${OUT}/lora_${preset}.safetensors"
-    echo "updated:   tests/fixtures/oracle/lora_${preset}.safetensors"
+    cp "${lora}" "${OUT}/lora_${case}.safetensors"
+    chmod 644 "${OUT}/lora_${case}.safetensors"
+    echo "updated:   tests/fixtures/oracle/lora_${case}.safetensors"
   fi
   # The expected outputs always come from the committed file (its SHA-256 is recorded).
   nice "${PY}" "${ORACLE}/make_lora_fixture.py" --preset "${preset}" \
-    --checkpoint "${run}/base.safetensors" --lora "${OUT}/lora_${preset}.safetensors" \
-    --output "${TMP}/lora_${preset}_expected.safetensors"
-  install_fixture "${TMP}/lora_${preset}_expected.safetensors" \
-    "${OUT}/lora_${preset}_expected.safetensors"
+    --checkpoint "${run}/base.safetensors" --lora "${OUT}/lora_${case}.safetensors" \
+    --output "${TMP}/lora_${case}_expected.safetensors"
+  install_fixture "${TMP}/lora_${case}_expected.safetensors" \
+    "${OUT}/lora_${case}_expected.safetensors"
 done
 
 # 4. Full-size key listings and reference parameter counts (no weights materialised when the

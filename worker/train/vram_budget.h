@@ -1,10 +1,8 @@
-// worker.vram_budget_gb on a CUDA device: what the frozen UNet may keep resident beside
-// everything else the training holds, and the streaming of the rest (worker/core/offload).
-// The activations are measured, not guessed: one probe step (forward and backward of the UNet,
-// and of the text encoders while they train, on zero inputs of the largest bucket and batch)
-// runs with every UNet block streamed; its peak minus what is already allocated, with a 10%
-// margin, is what the activations need. The rest of the budget goes to the planner
-// (vram_plan.h). The probe draws no random numbers and leaves no gradient behind.
+// worker.vram_budget_gb on a CUDA device (worker/core/offload/unet_streaming.h): what the frozen
+// UNet may keep resident beside everything else the training holds, the rest streamed. The
+// activations are measured, not guessed: one probe step (forward and backward of the UNet, and
+// of the text encoders while they train, on zero inputs of the largest bucket and batch) runs
+// with every UNet block streamed. The probe draws no random numbers and leaves no gradient.
 #pragma once
 
 #include <memory>

@@ -38,10 +38,15 @@ void reset_cuda_peak_memory(int device_index) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device_index));
 }
 
-std::int64_t set_cuda_memory_fraction(double fraction, int device_index) {
+std::int64_t cuda_total_memory(int device_index) {
+  if (at::cuda::device_count() <= device_index) return 0;
   const auto index = static_cast<c10::DeviceIndex>(device_index);
-  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
   return static_cast<std::int64_t>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
+}
+
+void set_cuda_memory_fraction(double fraction, int device_index) {
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction,
+                                                     static_cast<c10::DeviceIndex>(device_index));
 }
 
 #else
@@ -50,7 +55,8 @@ bool cuda_support_compiled() { return false; }
 int cuda_compute_capability(int) { return -1; }
 CudaMemoryStats cuda_memory_stats(int) { return {}; }
 void reset_cuda_peak_memory(int) {}
-std::int64_t set_cuda_memory_fraction(double, int) { return 0; }
+std::int64_t cuda_total_memory(int) { return 0; }
+void set_cuda_memory_fraction(double, int) {}
 
 #endif
 

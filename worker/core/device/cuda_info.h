@@ -24,9 +24,11 @@ int cuda_compute_capability(int device_index);
 CudaMemoryStats cuda_memory_stats(int device_index);
 void reset_cuda_peak_memory(int device_index);
 
+// The device's total memory in bytes (0 without CUDA).
+std::int64_t cuda_total_memory(int device_index);
+
 // Caps what the caching allocator may take on `device_index` to fraction x its total memory
 // (torch.cuda.set_per_process_memory_fraction); an allocation beyond it fails as out of memory.
-// Returns the device's total bytes (0 without CUDA).
-std::int64_t set_cuda_memory_fraction(double fraction, int device_index);
+void set_cuda_memory_fraction(double fraction, int device_index);
 
 }  // namespace lf
