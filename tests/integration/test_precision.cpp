@@ -151,7 +151,7 @@ TEST_F(Precision, Fp16InfOnOneRankSkipsTheStepOnBothAndResumesExactly) {
                    b + "/checkpoints/step-00000006/lora.safetensors");
 }
 
-TEST_F(Precision, GradientCheckpointingEndsWithTheSameLoRABytes) {
+TEST_F(Precision, GradientCheckpointingAndDeterministicModeEndWithTheSameLoRABytes) {
   const std::string ckpt = "  gradient_checkpointing: true\n";
   const RunResult off = train("off", (dir_ / "off").string(), 4, "");
   ASSERT_EQ(off.exit_code, 0) << off.output;
@@ -160,6 +160,10 @@ TEST_F(Precision, GradientCheckpointingEndsWithTheSameLoRABytes) {
   EXPECT_NE(on.output.find("gradient checkpointing: "), std::string::npos) << on.output;
   expect_ranks_in_sync(parse_steps(on.output), 4);
   expect_same_lora(dir_ / "off/e2e.safetensors", dir_ / "on/e2e.safetensors");
+  // training.deterministic changes nothing on the CPU, whose kernels are deterministic anyway.
+  const RunResult det = train("det", (dir_ / "det").string(), 4, "  deterministic: true\n");
+  ASSERT_EQ(det.exit_code, 0) << det.output;
+  expect_same_lora(dir_ / "off/e2e.safetensors", dir_ / "det/e2e.safetensors");
   EXPECT_EQ(lora_tensors(dir_ / "on/e2e.safetensors").size(), 3u * (84u + 12u));
 
   // The SDXL-like model: two text encoders, vector conditioning, ldm block names.

@@ -78,8 +78,8 @@ void check_device_support(const JobConfig& config, const Precision& p, at::Devic
   }
 }
 
-void apply_determinism(const JobConfig& config) {
-  if (!config.training.deterministic) return;
+void apply_determinism(const JobConfig& config, at::Device device) {
+  if (!config.training.deterministic || !device.is_cuda()) return;
   setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   auto& ctx = at::globalContext();
   ctx.setDeterministicAlgorithms(true, /*warn_only=*/true);

@@ -94,7 +94,7 @@ TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& 
     resume_dir = resume->dir;
   }
   check_device_support(config, precision, device);
-  apply_determinism(config);
+  apply_determinism(config, device);
   load_model();
   build_network(resume.get());
   build_optimizer();
