@@ -71,23 +71,27 @@ TEST(ParameterSync, FoundInfOnAnyRankRidesInTheAllreduceAndLeavesScaledGrads) {
   StepSums sums;
   sums.loss_sum = 1.0;
   sums.stop_votes = 0.0;
-  sums.nonfinite_ranks = 0.0;
+  sums.check_finite = true;
   EXPECT_FALSE(allreduce_gradients(comm, {a}, sums, /*unscale=*/1.0 / 256));
   EXPECT_EQ(comm.allreduce_calls, 1);  // the flag adds no collective
-  EXPECT_DOUBLE_EQ(*sums.nonfinite_ranks, 1.0);
+  EXPECT_DOUBLE_EQ(sums.nonfinite_ranks, 1.0);
   // Not unscaled: the step is skipped, whatever the gradients hold.
   EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({768.f, 1024.f})));
 
   // A clean step: the reduced gradients come back unscaled, exactly (a power of two).
   FakeCommunicator clean(torch::tensor({256.f, 0.f, 3.f, 0.f, 0.f}));
   a.mutable_grad() = torch::tensor({512.f, 1024.f});
-  sums.nonfinite_ranks = 0.0;
   EXPECT_TRUE(allreduce_gradients(clean, {a}, sums, 1.0 / 256));
+  EXPECT_DOUBLE_EQ(sums.nonfinite_ranks, 0.0);
   EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({3.f, 4.f})));
   // An Inf in the reduced gradients themselves is found too (an overflow of the sum).
   FakeCommunicator overflow(torch::tensor({INFINITY, 0.f, 3.f, 0.f, 0.f}));
-  sums.nonfinite_ranks = 0.0;
   EXPECT_FALSE(allreduce_gradients(overflow, {a}, sums, 1.0 / 256));
+  // This rank's own Inf sets its flag: the peer adds 0 and the sum says 1.
+  FakeCommunicator quiet(torch::tensor({0.f, 0.f, 0.f, 0.f, 0.f}));
+  a.mutable_grad() = torch::tensor({NAN, 1.f});
+  EXPECT_FALSE(allreduce_gradients(quiet, {a}, sums, 1.0 / 256));
+  EXPECT_DOUBLE_EQ(sums.nonfinite_ranks, 1.0);
 }
 
 TEST(ParameterSync, HalfGradientsAreSummedInFloat32) {

@@ -77,8 +77,13 @@ bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& para
   auto scalar = [&](double v) { return torch::full({1}, v, wire); };
   parts.push_back(scalar(sums.loss_sum));
   if (sums.stop_votes) parts.push_back(scalar(*sums.stop_votes));
-  if (sums.nonfinite_ranks) parts.push_back(scalar(*sums.nonfinite_ranks));
+  if (sums.check_finite) parts.push_back(scalar(0.0));
   at::Tensor flat = flatten(parts);
+  if (sums.check_finite) {  // one check of the whole local buffer, before it is reduced
+    const bool local_bad = !std::isfinite(sums.loss_sum) ||
+                           !at::isfinite(flat.narrow(0, 0, numel)).all().item<bool>();
+    flat[flat.numel() - 1] = local_bad ? 1.0 : 0.0;
+  }
   on_backend_device(comm, flat, cuda_device_of(params),
                     [&](at::Tensor& t) { comm.allreduce_sum(t); });
   at::Tensor grads = flat.narrow(0, 0, numel);
@@ -86,9 +91,9 @@ bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& para
   sums.loss_sum = flat[slot++].item<double>();
   if (sums.stop_votes) sums.stop_votes = flat[slot++].item<double>();
   bool finite = true;
-  if (sums.nonfinite_ranks) {
+  if (sums.check_finite) {
     sums.nonfinite_ranks = flat[slot++].item<double>();
-    finite = *sums.nonfinite_ranks == 0 && std::isfinite(sums.loss_sum) &&
+    finite = sums.nonfinite_ranks == 0 && std::isfinite(sums.loss_sum) &&
              at::isfinite(grads).all().item<bool>();
     if (finite && unscale != 1.0) grads.mul_(unscale);
   }

@@ -24,9 +24,10 @@ struct StepSums {
   double loss_sum = 0.0;    // this rank's loss sum -> the global one
   // This rank's stop vote (1: SIGTERM seen) -> the ranks voting; nullopt: not sent.
   std::optional<double> stop_votes;
-  // fp16 loss scaling: 1 when this rank's gradients or loss hold Inf / NaN -> the ranks that
-  // found some; nullopt: no check (the buffer and its reduction stay as without scaling).
-  std::optional<double> nonfinite_ranks;
+  // fp16 loss scaling: check this rank's gradients and loss for Inf / NaN and send the flag
+  // (false: no check; the buffer and its reduction stay as without scaling).
+  bool check_finite = false;
+  double nonfinite_ranks = 0.0;  // out: the ranks whose gradients or loss held Inf / NaN
 };
 
 // Sums every parameter's .grad() over ranks in place (a rank with no samples contributes zeros;
@@ -34,8 +35,8 @@ struct StepSums {
 // [grads | loss_sum | stop vote | non-finite flag], float32 whatever the parameters' dtype (a
 // half gradient is summed in float32 and rounded once). Callers scale the loss by 1 / global
 // batch size before backward, so the summed gradient is the exact global-batch mean. With
-// nonfinite_ranks given, returns whether the reduced gradients and loss are all finite (the same
-// answer on every rank) and, when they are, multiplies the reduced gradients by `unscale`
+// check_finite, returns whether every rank's gradients and loss and their sums are finite (the
+// same answer on every rank) and, when they are, multiplies the reduced gradients by `unscale`
 // (1 / the loss scale) in float32 before writing them back; without it, returns true.
 bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
                          StepSums& sums, double unscale = 1.0);

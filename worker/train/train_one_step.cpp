@@ -35,15 +35,6 @@ namespace {
                  : " (try a lower training.learning_rate)"));
 }
 
-// True when this rank's loss or any of its LoRA gradients is Inf or NaN (fp16 overflow).
-bool local_nonfinite(const std::vector<at::Tensor>& params, double local_loss_sum) {
-  if (!std::isfinite(local_loss_sum)) return true;
-  for (const auto& p : params) {
-    if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) return true;
-  }
-  return false;
-}
-
 // The step's micro-batches: inputs, noise, loss / global_samples, backward (scaled by the fp16
 // loss scale). Returns this rank's unscaled loss sum.
 double forward_backward(TrainingSession& s, const EpochPlan& plan, std::int64_t begin,
@@ -115,7 +106,7 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
   StepSums sums;
   sums.loss_sum = local_loss_sum;
   sums.stop_votes = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
-  if (s.loss_scaler) sums.nonfinite_ranks = local_nonfinite(s.params, local_loss_sum) ? 1 : 0;
+  sums.check_finite = s.loss_scaler != nullptr;
   const bool finite = allreduce_gradients(
       s.comm, s.params, sums, s.loss_scaler ? s.loss_scaler->inverse_scale() : 1.0);
   r.allreduce_seconds = seconds_since(allreduce_t0);
@@ -126,7 +117,7 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
     // GradScaler.step skips optimizer.step: the LoRA and the optimizer state stay as they were,
     // on every rank (the flag came through the allreduce).
     r.skipped = true;
-    r.nonfinite_ranks = *sums.nonfinite_ranks;
+    r.nonfinite_ranks = sums.nonfinite_ranks;
     s.optimizer->zero_grad();
   } else {
     if (s.config.training.max_grad_norm > 0) {
