@@ -168,12 +168,12 @@ TEST(CheckpointFunction, GradientsOfInputsAndParamsMatchTheDirectGraph) {
   w.mutable_grad().reset();
 
   int begins = 0, recomputes = 0;
-  CheckpointHooks hooks;
-  hooks.begin = [&](bool recompute) {
+  auto hooks = std::make_shared<CheckpointHooks>();
+  hooks->begin = [&](bool recompute) {
     ++begins;
     recomputes += recompute;
   };
-  torch::Tensor out = checkpointed(body, {x, frozen, torch::Tensor()}, {w}, &hooks);
+  torch::Tensor out = checkpointed(body, {x, frozen, torch::Tensor()}, {w}, hooks);
   EXPECT_TRUE(out.requires_grad());
   EXPECT_EQ(begins, 1);  // the forward ran once, without a graph
   out.sum().backward();

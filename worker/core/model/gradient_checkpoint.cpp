@@ -17,7 +17,7 @@ using torch::autograd::variable_list;
 // What backward needs, kept alive by the autograd node (a capsule in saved_data).
 struct CheckpointState : torch::CustomClassHolder {
   CheckpointBody body;
-  const CheckpointHooks* hooks = nullptr;
+  std::shared_ptr<const CheckpointHooks> hooks;
   std::vector<torch::Tensor> inputs;  // the forward's inputs (kept: the checkpoint's memory)
   std::vector<bool> input_requires_grad;
   std::vector<torch::Tensor> params;
@@ -95,10 +95,10 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 
 torch::Tensor checkpointed(const CheckpointBody& body, const std::vector<torch::Tensor>& inputs,
                            const std::vector<torch::Tensor>& params,
-                           const CheckpointHooks* hooks) {
+                           std::shared_ptr<const CheckpointHooks> hooks) {
   auto state = c10::make_intrusive<CheckpointState>();
   state->body = body;
-  state->hooks = hooks;
+  state->hooks = std::move(hooks);
   state->inputs = inputs;
   state->params = params;
   state->cpu_autocast = autocast_state(c10::DeviceType::CPU);
@@ -127,7 +127,7 @@ torch::Tensor CheckpointableBlock::run_block(const torch::nn::Module& self,
     if (hooks_ && hooks_->end) hooks_->end(false);
     return out;
   }
-  if (checkpointing_) return checkpointed(body, inputs, attached_lora_tensors(self), hooks_.get());
+  if (checkpointing_) return checkpointed(body, inputs, attached_lora_tensors(self), hooks_);
   // Without checkpointing the block's inputs pass through one alias each, so that the
   // gradients of an input's uses inside the block are summed there first, then added to its
   // uses elsewhere: the same association as the checkpointed block, whose backward returns one

@@ -35,7 +35,7 @@ struct CheckpointHooks {
 // with grad mode off run the body directly.
 torch::Tensor checkpointed(const CheckpointBody& body, const std::vector<torch::Tensor>& inputs,
                            const std::vector<torch::Tensor>& params,
-                           const CheckpointHooks* hooks = nullptr);
+                           std::shared_ptr<const CheckpointHooks> hooks = nullptr);
 
 // The checkpointing switch of one block class (ResBlock, BasicTransformerBlock,
 // CLIPEncoderLayer): a mix-in beside torch::nn::Module. Off by default.
@@ -45,7 +45,10 @@ class CheckpointableBlock {
   void set_gradient_checkpointing(bool on) { checkpointing_ = on; }
   bool gradient_checkpointing() const { return checkpointing_; }
   // Hooks around every run of this block's body while checkpointing (null: none).
-  void set_checkpoint_hooks(std::shared_ptr<CheckpointHooks> hooks) { hooks_ = std::move(hooks); }
+  // The hooks stay alive for a pending backward even if they are replaced meanwhile.
+  void set_checkpoint_hooks(std::shared_ptr<const CheckpointHooks> hooks) {
+    hooks_ = std::move(hooks);
+  }
 
  protected:
   // body(inputs) directly, or through checkpointed() with the LoRA tensors attached inside
@@ -55,7 +58,7 @@ class CheckpointableBlock {
 
  private:
   bool checkpointing_ = false;
-  std::shared_ptr<CheckpointHooks> hooks_;
+  std::shared_ptr<const CheckpointHooks> hooks_;
 };
 
 // Every CheckpointableBlock inside `model`, in module order (for the UNet and the CLIP encoder
