@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "common/data/dataset.h"
 #include "tests/common/fixtures.h"
@@ -234,6 +235,55 @@ TEST(LatentCache, ImageChangedSinceTheScanIsRefused) {
         << e.what();
   }
   EXPECT_EQ(count_files(o.disk_dir), 0);
+}
+
+}  // namespace
+}  // namespace lf
+
+namespace lf {
+namespace {
+
+// Memory-only caching before training (what lets the VAE leave a GPU): every entry an epoch can
+// need is encoded once, and later gets encode nothing; a latent holding NaN (an fp16 VAE
+// overflowing) is refused naming the image, on both paths.
+TEST(LatentCache, PrecomputeAllCachesEveryEntryAndNaNLatentsNameTheImage) {
+  test::TempDir dir("latent_cache_precompute");
+  fs::create_directories(dir.path() / "data/1_x");
+  write_image(dir.path() / "data/1_x/a.png", 1);
+  write_image(dir.path() / "data/1_x/b.png", 2);
+  const Dataset ds = scan(dir.path() / "data");  // flip_aug: 2 images x 2 = 4 entries
+  int calls = 0;
+  auto counting = [&calls](const at::Tensor& x, std::uint64_t seed) {
+    ++calls;
+    return pool_encoder(x, seed);
+  };
+  LatentCache cache(ds, LatentCache::Options{}, counting);
+  EXPECT_TRUE(cache.fully_cacheable());
+  EXPECT_EQ(cache.precompute_all(), 4);
+  EXPECT_EQ(calls, 4);
+  CropFlip flip;
+  flip.flip = true;
+  cache.get(0, {});
+  cache.get(1, flip);
+  EXPECT_EQ(calls, 4);  // served from memory
+  EXPECT_EQ(cache.precompute_all(), 0);
+
+  auto overflowing = [](const at::Tensor& x, std::uint64_t seed) {
+    at::Tensor z = pool_encoder(x, seed);
+    z[0][0][0][0] = std::numeric_limits<float>::quiet_NaN();
+    return z;
+  };
+  LatentCache nan_cache(ds, LatentCache::Options{}, overflowing);
+  try {
+    nan_cache.get(0, {});
+    FAIL() << "a NaN latent was cached";
+  } catch (const DatasetError& e) {
+    EXPECT_EQ(std::string(e.what()), ds.images[0].path +
+                                         ": its latents hold NaN or Inf values (an fp16 VAE "
+                                         "overflows, SDXL's in particular: set model.vae_dtype: "
+                                         "fp32)");
+  }
+  EXPECT_THROW(nan_cache.precompute_all(), DatasetError);
 }
 
 }  // namespace
