@@ -112,3 +112,51 @@ TEST(LossScaler, GrowsEveryIntervalCleanStepsAndRoundTrips) {
 
 }  // namespace
 }  // namespace lf
+
+#include <torch/torch.h>
+
+#include "train/optimizer.h"
+
+namespace lf {
+namespace {
+
+// full_fp16 / full_bf16: AdamW steps half parameters through float32 copies, so a zero gradient
+// (lora_down's first step) gives 0, not 0/0 = NaN as fp16 AdamW with eps 1e-8 does, and the
+// result is the float32 step rounded once; the moments are float32 and round-trip.
+TEST(LoRAOptimizer, HalfParametersStepInFloat32) {
+  for (at::ScalarType half : {at::kHalf, at::kBFloat16}) {
+    torch::Tensor w = torch::tensor({0.5f, -0.25f, 1.0f}).to(half).requires_grad_(true);
+    torch::Tensor z = torch::zeros({2}, torch::dtype(half)).requires_grad_(true);
+    torch::Tensor w32 = w.detach().to(at::kFloat).requires_grad_(true);
+    torch::Tensor z32 = z.detach().to(at::kFloat).requires_grad_(true);
+    LoRAOptimizer opt({w, z}, AdamWOptions{});
+    LoRAOptimizer ref({w32, z32}, AdamWOptions{});
+    w.mutable_grad() = torch::tensor({0.1f, 0.2f, -0.3f}).to(half);
+    z.mutable_grad() = torch::zeros({2}, torch::dtype(half));
+    w32.mutable_grad() = w.grad().to(at::kFloat);
+    z32.mutable_grad() = torch::zeros({2});
+    opt.step(1e-3);
+    ref.step(1e-3);
+    EXPECT_EQ(w.scalar_type(), half);
+    EXPECT_TRUE(torch::isfinite(w).all().item<bool>());
+    EXPECT_TRUE(torch::isfinite(z).all().item<bool>());
+    EXPECT_TRUE(torch::equal(w, w32.detach().to(half)));
+    EXPECT_TRUE(torch::equal(z, torch::zeros({2}, torch::dtype(half))));
+    const auto state = opt.state_dict({"w", "z"});
+    EXPECT_EQ(state.at("w.exp_avg_sq").scalar_type(), at::kFloat);
+    EXPECT_EQ(state.at("step").item<int64_t>(), 1);
+    // Restored into a fresh optimizer, the next step is the same.
+    torch::Tensor w2 = w.detach().clone().requires_grad_(true);
+    torch::Tensor z2 = z.detach().clone().requires_grad_(true);
+    LoRAOptimizer again({w2, z2}, AdamWOptions{});
+    again.load_state_dict(state, {"w", "z"});
+    for (auto* p : {&w, &w2}) p->mutable_grad() = torch::tensor({0.3f, 0.1f, 0.2f}).to(half);
+    for (auto* p : {&z, &z2}) p->mutable_grad() = torch::zeros({2}, torch::dtype(half));
+    opt.step(1e-3);
+    again.step(1e-3);
+    EXPECT_TRUE(torch::equal(w, w2));
+  }
+}
+
+}  // namespace
+}  // namespace lf

@@ -6,6 +6,7 @@
 //  - fp16: an Inf injected into rank 1's gradient at step 3 (LF_TEST_INJECT_INF_GRAD) skips the
 //    step on both ranks (the LoRA after step 3 is the LoRA after step 2), the scale goes
 //    65536 -> 32768 in the checkpoint and the metrics, and a resume after it continues exactly;
+//  - full_fp16 / full_bf16 train a half LoRA with finite losses and float32 AdamW moments;
 //  - gradient checkpointing on or off ends with the same LoRA bytes (tiny SD 1.x and SDXL);
 //  - save_precision fp16 / bf16 writes F16 / BF16 tensors with exact float32 alphas, while the
 //    checkpoint keeps the training dtype;
@@ -149,6 +150,39 @@ TEST_F(Precision, Fp16InfOnOneRankSkipsTheStepOnBothAndResumesExactly) {
   expect_same_lora(a + "/e2e.safetensors", b + "/e2e.safetensors");
   expect_same_lora(a + "/checkpoints/step-00000006/lora.safetensors",
                    b + "/checkpoints/step-00000006/lora.safetensors");
+}
+
+TEST_F(Precision, FullHalfTrainsHalfLoRAWithFloat32OptimizerState) {
+  // full_fp16 / full_bf16 make the LoRA itself half; AdamW steps float32 copies of it (in half
+  // its eps underflows and a zero gradient gives 0/0), so the losses stay finite and the
+  // checkpoint's moments are float32 while its LoRA is half.
+  for (const auto& [mode, dtype] :
+       std::map<std::string, at::ScalarType>{{"fp16", at::kHalf}, {"bf16", at::kBFloat16}}) {
+    const std::string out = (dir_ / mode).string();
+    const RunResult r = train(mode, out, 4,
+                              "  mixed_precision: " + mode + "\n  full_" + mode + ": true\n", "",
+                              kCpuFp16, /*save_every=*/4);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const StepLog log = parse_steps(r.output);
+    expect_ranks_in_sync(log, 4);
+    for (const auto& [step, loss] : log.loss) EXPECT_TRUE(std::isfinite(loss)) << mode << step;
+    EXPECT_NE(log.digest.at(1).at(0), log.digest.at(4).at(0)) << mode << ": the LoRA did not train";
+    const std::string ckpt = out + "/checkpoints/step-00000004";
+    const auto lora = lora_tensors(ckpt + "/lora.safetensors");
+    ASSERT_EQ(lora.size(), 3u * (84u + 12u));
+    for (const auto& [name, t] : lora) {
+      const bool alpha = name.size() > 6 && name.compare(name.size() - 6, 6, ".alpha") == 0;
+      EXPECT_EQ(t.scalar_type(), alpha ? at::kFloat : dtype) << mode << " " << name;
+      if (!alpha) EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << mode << " " << name;
+    }
+    int moments = 0;
+    for (const auto& [name, t] : lora_tensors(ckpt + "/" + lf::kCheckpointStateFile)) {
+      if (name.find(".exp_avg") == std::string::npos) continue;
+      ++moments;
+      EXPECT_EQ(t.scalar_type(), at::kFloat) << mode << " " << name;
+    }
+    EXPECT_EQ(moments, 2 * 2 * (84 + 12)) << mode;  // exp_avg(_sq) of each lora_down, lora_up
+  }
 }
 
 TEST_F(Precision, GradientCheckpointingAndDeterministicModeEndWithTheSameLoRABytes) {

@@ -88,9 +88,11 @@ std::unique_ptr<WeightStreamer> apply_vram_budget(const VramBudgetInputs& in) {
   const ProbeShape shape = largest_step(in.dataset);
   UNetStreamingOptions o;
   o.budget_bytes = static_cast<std::int64_t>(budget);
-  // The gradients and AdamW's two moments of the LoRA arrive with the first step.
-  o.reserved_bytes = 3 * static_cast<std::int64_t>(in.lora.num_parameters()) *
-                     static_cast<std::int64_t>(c10::elementSize(in.precision.lora_dtype));
+  // The LoRA's gradients and AdamW's two float32 moments arrive with the first step; a half
+  // LoRA (full_fp16 / full_bf16) is stepped through float32 copies of itself and its gradients.
+  const auto n = static_cast<std::int64_t>(in.lora.num_parameters());
+  const auto lora_element = static_cast<std::int64_t>(c10::elementSize(in.precision.lora_dtype));
+  o.reserved_bytes = n * lora_element + n * 8 + (lora_element < 4 ? n * 8 : 0);
   o.streams = in.config.worker.offload_streams;
   o.compute_dtype = in.precision.weight_dtype;
   o.device = in.device;

@@ -32,6 +32,14 @@ LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptio
       throw std::invalid_argument("LoRAOptimizer: every parameter must require grad");
     }
   }
+  // Half parameters (full_fp16 / full_bf16): AdamW runs on float32 copies, whose moments are
+  // float32 too, and each step's result is rounded into the parameter. In fp16 AdamW's eps
+  // (1e-8) would round to 0, and a zero gradient (lora_down's first step, lora_up being zero)
+  // would divide 0 by 0.
+  half_ = params_[0].scalar_type() == at::kHalf || params_[0].scalar_type() == at::kBFloat16;
+  for (const auto& p : params_) {
+    targets_.push_back(half_ ? p.detach().to(at::kFloat).requires_grad_(true) : p);
+  }
   if (lr_multipliers.empty()) lr_multipliers.assign(params_.size(), 1.0);
   if (lr_multipliers.size() != params_.size()) {
     throw std::invalid_argument("LoRAOptimizer: " + std::to_string(lr_multipliers.size()) +
@@ -46,11 +54,11 @@ LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptio
   // One torch param group per run of equal multipliers (kohya: a unet_lr group and a
   // text_encoder_lr group), so the per-group lr is all step() has to set.
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (std::size_t i = 0; i < params_.size();) {
+  for (std::size_t i = 0; i < targets_.size();) {
     std::size_t j = i;
-    while (j < params_.size() && lr_multipliers[j] == lr_multipliers[i]) ++j;
-    groups.emplace_back(std::vector<torch::Tensor>(params_.begin() + static_cast<long>(i),
-                                                   params_.begin() + static_cast<long>(j)),
+    while (j < targets_.size() && lr_multipliers[j] == lr_multipliers[i]) ++j;
+    groups.emplace_back(std::vector<torch::Tensor>(targets_.begin() + static_cast<long>(i),
+                                                   targets_.begin() + static_cast<long>(j)),
                         std::make_unique<torch::optim::AdamWOptions>(defaults));
     group_multipliers_.push_back(lr_multipliers[i]);
     i = j;
@@ -65,19 +73,36 @@ void LoRAOptimizer::step(double lr) {
   for (std::size_t g = 0; g < groups.size(); ++g) {
     static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(lr * group_multipliers_[g]);
   }
+  torch::NoGradGuard no_grad;
+  if (half_) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      targets_[i].copy_(params_[i]);
+      if (params_[i].grad().defined()) {
+        targets_[i].mutable_grad() = params_[i].grad().to(at::kFloat);
+      } else {
+        targets_[i].mutable_grad().reset();
+      }
+    }
+  }
   adamw_->step();
+  if (half_) {
+    for (std::size_t i = 0; i < params_.size(); ++i) params_[i].copy_(targets_[i]);
+  }
 }
 
 void LoRAOptimizer::zero_grad() {
   // Not Optimizer::zero_grad(): it detach_()es first, which throws for grads that are views
   // (e.g. of a flat all-reduce bucket).
   for (auto& p : params_) p.mutable_grad().reset();
+  if (half_) {
+    for (auto& t : targets_) t.mutable_grad().reset();
+  }
 }
 
 int64_t LoRAOptimizer::step_count() const {
   const auto& states = adamw_->state();
   int64_t step = 0;
-  for (const auto& p : params_) {
+  for (const auto& p : targets_) {
     auto it = states.find(p.unsafeGetTensorImpl());
     if (it != states.end()) {
       step = std::max(step, static_cast<const torch::optim::AdamWParamState&>(*it->second).step());
@@ -95,8 +120,8 @@ std::map<std::string, torch::Tensor> LoRAOptimizer::state_dict(
   std::map<std::string, torch::Tensor> out;
   const auto& states = adamw_->state();
   int64_t step = -1;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const torch::Tensor& p = params_[i];
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const torch::Tensor& p = targets_[i];
     auto it = states.find(p.unsafeGetTensorImpl());
     int64_t s = 0;
     if (it == states.end()) {
@@ -145,8 +170,8 @@ void LoRAOptimizer::load_state_dict(const std::map<std::string, torch::Tensor>& 
 
   const int64_t step = state.at("step").to(torch::kInt64).item<int64_t>();
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const torch::Tensor& p = params_[i];
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const torch::Tensor& p = targets_[i];
     auto& st = state_of(*adamw_, p);
     st.step(step);
     st.exp_avg(state.at(param_names[i] + ".exp_avg").to(p.options()).clone());
@@ -161,7 +186,9 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
   for (const auto& p : params) {
     if (!p.grad().defined()) continue;
     grads.push_back(p.grad());
-    norms.push_back(torch::linalg_vector_norm(p.grad(), 2));
+    // Half gradients are measured in float32 (a bf16 sum of squares loses most digits).
+    const torch::Tensor& g = p.grad();
+    norms.push_back(torch::linalg_vector_norm(g.scalar_type() == at::kFloat ? g : g.to(at::kFloat), 2));
   }
   if (grads.empty()) return 0.0;
   torch::Tensor total = torch::linalg_vector_norm(torch::stack(norms), 2);

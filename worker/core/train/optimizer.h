@@ -39,6 +39,9 @@ class LoRAOptimizer {
   LoRAOptimizer& operator=(const LoRAOptimizer&) = delete;
 
   // Sets lr x multiplier on every group, then one AdamW step (params without grad are skipped).
+  // Half-precision params (kohya full_fp16 / full_bf16) are stepped through float32 copies with
+  // float32 moments, and the result is rounded into them once per step: torch's AdamW on fp16
+  // weights loses its eps (1e-8 underflows) and turns a zero gradient into 0/0 = NaN.
   void step(double lr);
   // Resets every parameter's grad to undefined (set_to_none, like torch's default); grads may
   // be views (e.g. of a flat all-reduce buffer).
@@ -47,7 +50,8 @@ class LoRAOptimizer {
   int64_t step_count() const;
 
   // Per parameter (param_names[i] names params[i]): "<name>.exp_avg", "<name>.exp_avg_sq"
-  // (clones, the params' dtype/device) and one "step" entry (0-dim int64). Before the first
+  // (clones, float32 for half params, else the params' dtype; the params' device) and one
+  // "step" entry (0-dim int64). Before the first
   // step the moments are zeros. Throws std::invalid_argument if param_names.size() differs
   // from the parameter count, std::logic_error if parameters disagree on the step count.
   std::map<std::string, torch::Tensor> state_dict(
@@ -63,6 +67,9 @@ class LoRAOptimizer {
 
  private:
   std::vector<torch::Tensor> params_;
+  // What AdamW steps: params_ themselves, or float32 copies of half params_ (half_).
+  std::vector<torch::Tensor> targets_;
+  bool half_ = false;
   std::unique_ptr<torch::optim::AdamW> adamw_;
   std::vector<double> group_multipliers_;  // per torch param group
 };
