@@ -1,10 +1,14 @@
 // The dtypes kohya's precision options give (train/precision.h) and fp16 dynamic loss scaling
-// with torch.amp.GradScaler's defaults and update rule (train/loss_scaler.h).
+// with torch.amp.GradScaler's defaults and update rule (train/loss_scaler.h), and AdamW on
+// half parameters (train/optimizer.h, full_fp16 / full_bf16).
 #include <gtest/gtest.h>
+
+#include <torch/torch.h>
 
 #include <stdexcept>
 
 #include "train/loss_scaler.h"
+#include "train/optimizer.h"
 #include "train/precision.h"
 
 namespace lf {
@@ -110,15 +114,6 @@ TEST(LossScaler, GrowsEveryIntervalCleanStepsAndRoundTrips) {
   EXPECT_THROW(LossScaler{o}, std::invalid_argument);
 }
 
-}  // namespace
-}  // namespace lf
-
-#include <torch/torch.h>
-
-#include "train/optimizer.h"
-
-namespace lf {
-namespace {
 
 // full_fp16 / full_bf16: AdamW steps half parameters through float32 copies, so a zero gradient
 // (lora_down's first step) gives 0, not 0/0 = NaN as fp16 AdamW with eps 1e-8 does, and the
