@@ -817,7 +817,13 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
   persist("a rank's finish",
           [&](StateStore& st) { st.record_rank_finished(rank, s.ok, s.preempted); });
   update_progress_metrics();
-  if (!s.ok) {
+  if (!s.ok && request->permanent()) {
+    // Bad input (the worker exits 3): a restarted group would fail the same way, so the job
+    // ends now, recorded as done like a group that never re-forms: the fixed config (another
+    // job id) then starts without removing the state, and the checkpoints stay for --resume.
+    finish_job(1, "rank " + std::to_string(rank) + " (host " + s.hostname +
+                      ") refused the job: " + s.error);
+  } else if (!s.ok) {
     // A failing worker may not know its step (it reports 0): use the last one it reported.
     LF_ERROR("rank " << rank << " (" << s.hostname << ") failed at global_step "
                      << s.global_step << ": " << s.error);

@@ -319,7 +319,12 @@ TEST_F(Precision, BadInputFailsWithOneLineNamingTheKey) {
     const std::size_t line_start = where.rfind('\n', at) + 1;
     const std::string line = where.substr(line_start, where.find('\n', at) - line_start);
     EXPECT_NE(line.find(cfg), std::string::npos) << "the line names the file: " << line;
-    if (c.worker_side) EXPECT_NE(line.find("(exit 3)"), std::string::npos) << line;
+    if (c.worker_side) {
+      EXPECT_NE(line.find("(exit 3)"), std::string::npos) << line;
+      // The coordinator ends the job on the refusal instead of awaiting a restarted group.
+      EXPECT_NE(coord.find("refused the job: " + cfg + ": " + c.expected), std::string::npos) << coord;
+      EXPECT_EQ(coord.find("did not form"), std::string::npos) << coord;
+    }
   }
 }
 

@@ -297,7 +297,8 @@ int run_worker(int argc, char** argv) {
       // Best effort and brief: the coordinator may be what was lost.
       if (!client_ptr) client_ptr = std::make_unique<CoordinatorClient>(coordinator, security);
       client_ptr->set_retry_budget(std::chrono::seconds(2));
-      client_ptr->finish(rank, 0, false, e.what());
+      client_ptr->finish(rank, 0, false, e.what(), /*preempted=*/false,
+                         /*permanent=*/code == kExitBadInput);
     } catch (...) {
     }
     if (under_mpi) MpiRuntime::abort(code);

@@ -343,7 +343,7 @@ void CoordinatorClient::set_retry_budget(std::chrono::milliseconds budget) {
 }
 
 void CoordinatorClient::finish(int rank, std::int64_t global_step, bool ok,
-                               const std::string& error, bool preempted) {
+                               const std::string& error, bool preempted, bool permanent) {
   pb::FinishRequest req;
   req.set_rank(rank);
   req.set_global_step(global_step);
@@ -351,6 +351,7 @@ void CoordinatorClient::finish(int rank, std::int64_t global_step, bool ok,
   req.set_error(error);
   req.set_generation(impl_->generation.load());
   req.set_preempted(preempted);
+  req.set_permanent(permanent);
   pb::FinishAck ack;
   // Idempotent: a repeated Finish of a finished rank is ignored. A client that never
   // registered (a rank failing before or without joining) tries briefly: nobody waits on it.

@@ -130,9 +130,10 @@ class CoordinatorClient {
   // CoordinatorError on other failures.
   bool commit_checkpoint(int rank, std::int64_t global_step, const std::string& path);
   // Blocking, best effort (errors are logged, not thrown; retries while unreachable): this rank
-  // is done. preempted: it stopped on SIGTERM after committing a checkpoint.
+  // is done. preempted: it stopped on SIGTERM after committing a checkpoint. permanent: it
+  // failed on bad input (exit 3), so the coordinator ends the job instead of awaiting a restart.
   void finish(int rank, std::int64_t global_step, bool ok, const std::string& error,
-              bool preempted = false);
+              bool preempted = false, bool permanent = false);
 
   // Whether the coordinator said this rank's generation is over (ABORTED on any RPC, including
   // the background progress reports): the trainer should stop. Thread-safe.
