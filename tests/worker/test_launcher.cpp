@@ -1,6 +1,7 @@
 // lorafleet-launch's supervision loop on tiny shell commands: success, restarts after failures
 // with the cause and count passed on, no restart for bad input (exit 3), max_restarts
-// exhausted, preemptions (exit 143) not counted, and the backoff schedule.
+// exhausted, preemptions (exit 143) not counted, the cause being the rank that died rather than
+// the one that lost it, and the backoff schedule.
 #include "worker/launch/launcher.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +95,20 @@ TEST_F(Launcher, AFailedRankStopsTheOthers) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(run_launcher(o), 5);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+TEST_F(Launcher, TheCauseIsTheRankThatDiedNotTheOneThatLostItsPeer) {
+  // First start: rank 1 is SIGKILLed and rank 0 then exits 75 (peer lost), both within one poll;
+  // the restart's cause names rank 1. The second start succeeds.
+  const std::string mark = (dir_ / "died").string(), causes = (dir_ / "causes").string();
+  const std::string script = "echo \"$LF_RANK:$LF_RESTART_CAUSE\" >> " + causes +
+                             "; [ \"$LF_RESTART_COUNT\" = 0 ] || exit 0; " +
+                             "if [ $LF_RANK = 1 ]; then touch " + mark + "; kill -9 $$; fi; " +
+                             "while [ ! -e " + mark + " ]; do sleep 0.001; done; exit 75";
+  EXPECT_EQ(run_launcher(opts(script, 2)), 0);
+  const std::string out = read("causes");
+  EXPECT_NE(out.find("0:rank 1 killed by signal 9"), std::string::npos) << out;
+  EXPECT_EQ(out.find("exited with code 75"), std::string::npos) << out;
 }
 
 TEST(LauncherBackoff, DoublesUpToTheCap) {

@@ -154,9 +154,12 @@ int run_launcher(const LaunchOptions& o) {
       if (g_signal.load() != 0) break;
       const bool all = reap(members);
       for (const Member& m : members) {
-        if (m.done && !(WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0)) {
+        if (!m.done || (WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0)) continue;
+        // Reaped together, a member that lost its peer (exit 75) is the consequence of one
+        // that died (e.g. SIGKILL): the cause is the other one.
+        const bool peer_lost = code_of(m.status) == kExitPeerLost;
+        if (first_bad == nullptr || (code_of(first_bad->status) == kExitPeerLost && !peer_lost)) {
           first_bad = &m;
-          break;
         }
       }
       if (first_bad != nullptr || all) break;
