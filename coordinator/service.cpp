@@ -821,8 +821,9 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
     // Bad input (the worker exits 3): a restarted group would fail the same way, so the job
     // ends now, recorded as done like a group that never re-forms: the fixed config (another
     // job id) then starts without removing the state, and the checkpoints stay for --resume.
-    finish_job(1, "rank " + std::to_string(rank) + " (host " + s.hostname +
-                      ") refused the job: " + s.error);
+    finish_job(
+        1, "rank " + std::to_string(rank) + " (host " + s.hostname +
+               ") stopped on bad input (exit 3; a restart would fail the same way): " + s.error);
   } else if (!s.ok) {
     // A failing worker may not know its step (it reports 0): use the last one it reported.
     LF_ERROR("rank " << rank << " (" << s.hostname << ") failed at global_step "

@@ -151,7 +151,11 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   // Starting fresh over existing checkpoints is refused (nothing overwritten).
   RunResult again = run_job(cfg, cport, 2, "");
   EXPECT_NE(again.exit_code, 0);
-  EXPECT_NE(again.output.find("already holds checkpoints"), std::string::npos) << again.output;
+  EXPECT_NE(
+      again.output.find(cfg + ": key 'output.output_dir': " + split + " already holds checkpoints"),
+      std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("(exit 3)"), std::string::npos) << again.output;  // not retried
   RunResult b2 = run_job(cfg, cport, 2, "--resume " + split);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;

@@ -6,7 +6,9 @@
 //  - fp16: an Inf injected into rank 1's gradient at step 3 (LF_TEST_INJECT_INF_GRAD) skips the
 //    step on both ranks (the LoRA after step 3 is the LoRA after step 2), the scale goes
 //    65536 -> 32768 in the checkpoint and the metrics, and a resume after it continues exactly;
-//  - full_fp16 / full_bf16 train a half LoRA with finite losses and float32 AdamW moments;
+//    without loss scaling (bf16) an Inf gradient stops the run at the next loss, naming the step;
+//  - full_fp16 / full_bf16 train a half LoRA with finite losses and float32 AdamW moments, and
+//    write it half (save_precision unset, as kohya);
 //  - gradient checkpointing on or off ends with the same LoRA bytes (tiny SD 1.x and SDXL);
 //  - save_precision fp16 / bf16 writes F16 / BF16 tensors with exact float32 alphas, while the
 //    checkpoint keeps the training dtype;
@@ -150,6 +152,41 @@ TEST_F(Precision, Fp16InfOnOneRankSkipsTheStepOnBothAndResumesExactly) {
   expect_same_lora(a + "/e2e.safetensors", b + "/e2e.safetensors");
   expect_same_lora(a + "/checkpoints/step-00000006/lora.safetensors",
                    b + "/checkpoints/step-00000006/lora.safetensors");
+}
+
+TEST_F(Precision, PrecisionMayChangeOnResume) {
+  // bf16 for 3 steps, then fp16 from that checkpoint (kohya allows it): the run continues with a
+  // fresh loss scale, and its later steps train.
+  const std::string out = (dir_ / "change").string();
+  const RunResult b1 = train("bf16", out, 6, "  mixed_precision: bf16\n", "--stop-at-step 3");
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  const RunResult b2 = train("fp16", out, 6, "  mixed_precision: fp16\n", "--resume " + out);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;
+  const StepLog log = parse_steps(b2.output);
+  ASSERT_EQ(log.digest.size(), 3u);
+  ASSERT_TRUE(log.digest.count(6));
+  for (const auto& [step, loss] : log.loss) EXPECT_TRUE(std::isfinite(loss)) << step;
+  const lf::TrainPosition at6 = lf::read_train_position(out + "/checkpoints/step-00000006");
+  EXPECT_EQ(at6.loss_scale, 65536.0);
+  EXPECT_EQ(at6.loss_scale_growth_tracker, 3);
+}
+
+TEST_F(Precision, Bf16InfGradientStopsTheRunAtTheNextLoss) {
+  // Without fp16 loss scaling nothing skips a step: an Inf gradient at step 2 makes the LoRA NaN
+  // (clipping multiplies it by 0), and step 3's loss stops the run naming that step, with exit 3
+  // (a restart would meet the same loss).
+  const RunResult r = train("inf", (dir_ / "inf").string(), 6, "  mixed_precision: bf16\n", "",
+                            "LF_TEST_INJECT_INF_GRAD=1:2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find((dir_ / "inf.yaml").string() +
+                          ": loss is NaN at global_step 3 (try a lower training.learning_rate) "
+                          "(exit 3)"),
+            std::string::npos)
+      << r.output;
+  const StepLog log = parse_steps(r.output);
+  EXPECT_EQ(log.digest.count(3), 0u) << "step 3 completed";
+  EXPECT_TRUE(std::isfinite(log.loss.at(2)));
 }
 
 TEST_F(Precision, FullHalfTrainsHalfLoRAWithFloat32OptimizerState) {
@@ -322,7 +359,10 @@ TEST_F(Precision, BadInputFailsWithOneLineNamingTheKey) {
     if (c.worker_side) {
       EXPECT_NE(line.find("(exit 3)"), std::string::npos) << line;
       // The coordinator ends the job on the refusal instead of awaiting a restarted group.
-      EXPECT_NE(coord.find("refused the job: " + cfg + ": " + c.expected), std::string::npos) << coord;
+      EXPECT_NE(coord.find("stopped on bad input (exit 3; a restart would fail the same way): " +
+                           cfg + ": " + c.expected),
+                std::string::npos)
+          << coord;
       EXPECT_EQ(coord.find("did not form"), std::string::npos) << coord;
     }
   }

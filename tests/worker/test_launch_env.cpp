@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/config/job_config.h"
+
 namespace lf {
 namespace {
 
@@ -87,19 +89,22 @@ TEST_F(LaunchEnv, LocalRankFromMpirunElseTheEnvironmentElseUnset) {
 }
 
 TEST(TrainingDevice, CpuOnRequestCudaOnlyWhenVisible) {
-  EXPECT_EQ(choose_training_device("cpu", 0), at::Device(at::kCPU));
+  EXPECT_EQ(choose_training_device("job.yaml", "cpu", 0), at::Device(at::kCPU));
   const bool cuda = torch::cuda::is_available();
   EXPECT_EQ(cuda_device_index(5) >= 0, cuda);
-  EXPECT_EQ(choose_training_device("auto", 0).type(), cuda ? at::kCUDA : at::kCPU);
+  EXPECT_EQ(choose_training_device("job.yaml", "auto", 0).type(), cuda ? at::kCUDA : at::kCPU);
   if (cuda) {
-    EXPECT_EQ(choose_training_device("cuda", 1).index(), 1 % torch::cuda::device_count());
+    EXPECT_EQ(choose_training_device("job.yaml", "cuda", 1).index(),
+              1 % torch::cuda::device_count());
   } else {
     try {
-      choose_training_device("cuda", 0);
+      unsetenv("CUDA_VISIBLE_DEVICES");
+      choose_training_device("job.yaml", "cuda", 0);
       ADD_FAILURE() << "cuda was accepted without a CUDA device";
-    } catch (const std::runtime_error& e) {
+    } catch (const ConfigError& e) {  // exit 3: bad input, not retried
       EXPECT_EQ(std::string(e.what()),
-                "worker.device: cuda requested but no CUDA device is visible");
+                "job.yaml: key 'worker.device': cuda, but no CUDA device is visible; use auto "
+                "or cpu");
     }
   }
 }

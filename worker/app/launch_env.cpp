@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "common/config/job_config.h"
 #include "common/util/host_port.h"
 
 namespace lf {
@@ -92,10 +93,14 @@ int cuda_device_index(int local_rank) {
   return count > 0 ? std::max(0, local_rank) % count : -1;
 }
 
-at::Device choose_training_device(const std::string& worker_device, int local_rank) {
+at::Device choose_training_device(const std::string& config_name, const std::string& worker_device,
+                                  int local_rank) {
   const int index = worker_device == "cpu" ? -1 : cuda_device_index(local_rank);
   if (worker_device == "cuda" && index < 0) {
-    throw std::runtime_error("worker.device: cuda requested but no CUDA device is visible");
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    throw ConfigError(config_name + ": key 'worker.device': cuda, but no CUDA device is visible" +
+                      (visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : "") +
+                      "; use auto or cpu");
   }
   if (index < 0) return at::Device(at::kCPU);
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));

@@ -38,9 +38,11 @@ LaunchInfo resolve_launch(const std::string& flag);
 int cuda_device_index(int local_rank);
 
 // The device a rank trains on, chosen once: worker.device "cpu" -> CPU; "cuda" -> cuda:<index>
-// (cuda_device_index), or a std::runtime_error naming worker.device when no CUDA device is
-// visible; "auto" -> cuda:<index> when one is visible, else the CPU.
-at::Device choose_training_device(const std::string& worker_device, int local_rank);
+// (cuda_device_index), or a ConfigError naming the config file (config_name) and worker.device
+// when no CUDA device is visible (the worker exits 3); "auto" -> cuda:<index> when one is
+// visible, else the CPU.
+at::Device choose_training_device(const std::string& config_name, const std::string& worker_device,
+                                  int local_rank);
 
 // The local IP address this host uses to reach `host_port` (a UDP connect, no packet sent): the
 // address rank 0 advertises for its rendezvous store when LF_ADVERTISE_ADDRESS is not set.

@@ -204,7 +204,8 @@ int run_worker(int argc, char** argv) {
     // Setup collectives run under the rendezvous timeout; run_training narrows it per step.
     const auto setup_timeout = std::chrono::seconds(config.cluster.rendezvous_timeout_seconds);
     // The one place the training device is chosen (worker.device and the local rank).
-    const at::Device device = choose_training_device(config.worker.device, launch.local_rank);
+    const at::Device device =
+        choose_training_device(config.source_name, config.worker.device, launch.local_rank);
     const bool use_nccl = device.is_cuda() && nccl_compiled_in();
     std::unique_ptr<Communicator> backend;
     if (under_mpi) {

@@ -45,12 +45,14 @@ WorkerMetrics::WorkerMetrics(int rank, const std::string& bind_address)
                       .Help("Optimizer steps run by this process")
                       .Register(*registry_)
                       .Add(labels);
-  skipped_steps_total_ =
-      &metrics::BuildCounter()
-           .Name("lorafleet_worker_skipped_steps_total")
-           .Help("Optimizer steps skipped by fp16 loss scaling (Inf/NaN gradients on some rank)")
-           .Register(*registry_)
-           .Add(labels);
+  skipped_steps_total_ = &metrics::BuildCounter()
+                              .Name("lorafleet_worker_skipped_steps_total")
+                              .Help(
+                                  "Optimizer steps this process skipped by fp16 loss scaling "
+                                  "(Inf/NaN gradients on some "
+                                  "rank)")
+                              .Register(*registry_)
+                              .Add(labels);
   loss_scale_ = &metrics::BuildGauge()
                      .Name("lorafleet_worker_loss_scale")
                      .Help("fp16 dynamic loss scale after the last step (0 without fp16)")

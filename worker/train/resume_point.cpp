@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/config/job_config.h"
 #include "common/util/log.h"
 #include "worker/io/tensor_file.h"
 #include "worker/train/rng_streams.h"
@@ -14,15 +15,16 @@ namespace fs = std::filesystem;
 
 namespace lf {
 
-void refuse_existing_checkpoints(const std::string& output_dir) {
+void refuse_existing_checkpoints(const std::string& config_name, const std::string& output_dir) {
   const fs::path out_dir(output_dir);
   const fs::path root = out_dir / "checkpoints";
   if (!fs::is_directory(root)) return;
   for (const auto& e : fs::directory_iterator(root)) {
     if (e.path().filename().string().rfind("step-", 0) == 0) {
-      throw std::runtime_error(
-          "output.output_dir " + out_dir.string() + " already holds checkpoints (" +
-          e.path().string() + "); pass --resume " + out_dir.string() +
+      throw ConfigError(
+          config_name + ": key 'output.output_dir': " + out_dir.string() +
+          " already holds checkpoints (" + e.path().string() + "); pass --resume " +
+          out_dir.string() +
           " to continue that run, or choose another output_dir (nothing was overwritten)");
     }
   }

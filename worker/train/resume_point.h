@@ -21,9 +21,10 @@ struct ResumePoint {
   TrainState state;
 };
 
-// A fresh run must not write over another run's checkpoints: throws std::runtime_error naming
-// <out_dir>/checkpoints/step-* and suggesting --resume when one exists.
-void refuse_existing_checkpoints(const std::string& out_dir);
+// A fresh run must not write over another run's checkpoints: throws ConfigError (exit 3) naming
+// the config file (config_name), output.output_dir and <out_dir>/checkpoints/step-*, and
+// suggesting --resume, when one exists.
+void refuse_existing_checkpoints(const std::string& config_name, const std::string& out_dir);
 
 // The per-dataset batch sizes of this job, as the checkpoint records them.
 std::vector<std::int64_t> batch_sizes_of(const JobConfig& config);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/config/job_config.h"
 #include "common/util/elapsed.h"
 #include "common/util/log.h"
 #include "worker/core/train/autocast.h"
@@ -21,13 +22,16 @@ namespace lf {
 namespace {
 
 // Before the first update the LoRA is a no-op (lora_up is zero), so a non-finite loss then comes
-// from the base model or the data, not from the learning rate.
+// from the base model or the data, not from the learning rate. The step is named as the one it
+// would have completed, like the fp16 skip message and the sync-check log. A ConfigError (exit 3,
+// not retried): a restart resumes the same bytes and meets the same loss.
 [[noreturn]] void throw_non_finite_loss(const TrainingSession& s, double loss) {
   const bool untouched =
       s.state.global_step == 0 && s.config.network.network_weights.empty();
-  throw std::runtime_error(
-      "loss is " + std::to_string(loss) + " at global_step " +
-      std::to_string(s.state.global_step) +
+  const std::string value = std::isnan(loss) ? "NaN" : loss > 0 ? "Inf" : "-Inf";
+  throw ConfigError(
+      s.config.source_name + ": loss is " + value + " at global_step " +
+      std::to_string(s.state.global_step + 1) +
       (untouched ? " before any update: the base checkpoint (" +
                        s.config.model.pretrained_model_name_or_path +
                        ") or the latents hold NaN/Inf; check the file, or use an fp32/bf16 copy "

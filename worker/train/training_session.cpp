@@ -88,7 +88,7 @@ TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& 
   // checkpoint was trained on (plan_digest).
   std::unique_ptr<ResumePoint> resume;
   if (job.resume.checkpoint.empty()) {
-    refuse_existing_checkpoints(config.output.output_dir);
+    refuse_existing_checkpoints(config.source_name, config.output.output_dir);
   } else {
     resume = std::make_unique<ResumePoint>(open_resume_point(job, config));
     resume_dir = resume->dir;
