@@ -441,9 +441,10 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           "output.output_name", "a non-empty file name without '/'", str(o.output_name));
   require(o.keep_last_n_checkpoints >= 0, "output.keep_last_n_checkpoints",
           "an integer >= 0 (0 keeps all)", std::to_string(o.keep_last_n_checkpoints));
-  require(o.save_precision == "float" || o.save_precision == "fp16" ||
+  require(o.save_precision.empty() || o.save_precision == "float" || o.save_precision == "fp16" ||
               o.save_precision == "bf16",
-          "output.save_precision", "one of: float, fp16, bf16 (kohya --save_precision)",
+          "output.save_precision",
+          "one of: float, fp16, bf16 (kohya --save_precision), or unset for the training dtype",
           str(o.save_precision));
 
   const auto& co = c.coordinator;

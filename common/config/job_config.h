@@ -136,9 +136,10 @@ struct OutputSection {
   std::string output_dir = "output";
   std::string output_name = "lora";
   int keep_last_n_checkpoints = 0;  // 0 keeps all
-  // kohya --save_precision of the LoRA files: float | fp16 | bf16 (the .alpha scalars stay
-  // float32 and exact). Checkpoints keep the training dtype, so resume stays exact.
-  std::string save_precision = "float";
+  // kohya --save_precision of the LoRA files: float | fp16 | bf16, or "" (unset, kohya's None):
+  // the LoRA's training dtype, float32 unless full_fp16 / full_bf16. The .alpha scalars stay
+  // float32 and exact. Checkpoints keep the training dtype, so resume stays exact.
+  std::string save_precision;
 };
 
 struct CoordinatorSection {

@@ -457,7 +457,7 @@ TEST(JobConfig, PrecisionAndMemoryKeysWithKohyasPreconditions) {
   EXPECT_EQ(d.training.mixed_precision, "no");
   EXPECT_FALSE(d.training.gradient_checkpointing);
   EXPECT_EQ(d.model.vae_dtype, "fp32");
-  EXPECT_EQ(d.output.save_precision, "float");
+  EXPECT_EQ(d.output.save_precision, "");  // kohya's None: the training dtype
   EXPECT_EQ(d.worker.vram_budget_gb, 0.0);
 
   EXPECT_EQ(error_of(m + "training:\n  full_bf16: true\n"),
@@ -478,7 +478,7 @@ TEST(JobConfig, PrecisionAndMemoryKeysWithKohyasPreconditions) {
             "job.yaml:3: key 'model.vae_dtype': expected one of: fp32, fp16, bf16, got 'half'");
   EXPECT_EQ(error_of(m + "output:\n  save_precision: fp32\n"),
             "job.yaml:6: key 'output.save_precision': expected one of: float, fp16, bf16 (kohya "
-            "--save_precision), got 'fp32'");
+            "--save_precision), or unset for the training dtype, got 'fp32'");
   EXPECT_EQ(error_of(m + "worker:\n  vram_budget_gb: 8\n"),
             "job.yaml:6: key 'worker.vram_budget_gb': expected 0 unless "
             "training.gradient_checkpointing is true (a streamed block's weights must be fetched "

@@ -165,6 +165,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
 
 std::map<std::string, at::Tensor> tensors_in_save_precision(
     const std::map<std::string, at::Tensor>& lora_state, const std::string& save_precision) {
+  if (save_precision.empty()) return lora_state;  // kohya's None: as trained
   const at::ScalarType dtype = dtype_from_name(save_precision);
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, t] : lora_state) {

@@ -60,8 +60,9 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
                                                        const LoRATrainingFacts& facts);
 
 // The tensors of a LoRA file as output.save_precision (kohya --save_precision) stores them:
-// "float" float32, "fp16", "bf16"; the ".alpha" scalars stay float32, so alpha / rank is exact
-// in every precision. Throws std::invalid_argument for another value (dtype_from_name).
+// "float" float32, "fp16", "bf16", or "" (unset, kohya's None) as they are, in the training
+// dtype; the ".alpha" scalars stay float32, so alpha / rank is exact in every precision. Throws
+// std::invalid_argument for another value (dtype_from_name).
 std::map<std::string, at::Tensor> tensors_in_save_precision(
     const std::map<std::string, at::Tensor>& lora_state, const std::string& save_precision);
 
