@@ -217,7 +217,9 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   train_text_encoder = te_modules > 0;
   if (config.training.gradient_checkpointing && train_text_encoder) {
     // Only trained encoders run with gradients; frozen ones fill the text cache without.
-    for (auto& te : models.text_encoders) te->set_gradient_checkpointing(true);
+    std::size_t layers = 0;
+    for (auto& te : models.text_encoders) layers += te->set_gradient_checkpointing(true);
+    if (rank == 0) LF_INFO("gradient checkpointing: " << layers << " text-encoder layers");
   }
 }
 
