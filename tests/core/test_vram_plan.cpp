@@ -1,7 +1,7 @@
 // The VRAM planner of worker.vram_budget_gb (offload/vram_plan.h): exact resident sets for a
-// budget that fits everything, one that forces streaming, a LoRA'd block whose offload cost
-// exceeds its size (it moves ahead of a bigger plain block), more streams reserving more, and
-// a budget too small for any plan (an error naming the minimum).
+// budget that fits everything, one that forces streaming, a block with temporaries (fp8_base's
+// upcast copies) whose offload cost exceeds its size (it moves ahead of a bigger plain block), more
+// streams reserving more, and a budget too small for any plan (an error naming the minimum).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -54,17 +54,17 @@ TEST(VramPlan, TheCostliestBlocksStayAndTheLargestStreamedOnesBuffersFit) {
   EXPECT_EQ(p.stream_reserve_bytes, 200 * kMiB);
 }
 
-TEST(VramPlan, ALoRAdBlockCostsMoreThanItsSize) {
-  // b is 60 MiB, but its LoRA'd weights need 40 MiB of temporaries: cost 100 > a's 90.
+TEST(VramPlan, ABlockWithTemporariesCostsMoreThanItsSize) {
+  // b is 60 MiB, but its fp8 weights need 40 MiB of upcast copies: cost 100 > a's 90.
   const std::vector<OffloadBlock> lora = {
       {"a", 90 * kMiB, 0}, {"b", 60 * kMiB, 40 * kMiB}, {"c", 30 * kMiB, 0}};
   EXPECT_EQ(offload_cost(lora[1]), 100 * kMiB);
   VramPlan p = plan_vram(lora, 150 * kMiB, 1);
   EXPECT_EQ(resident_names(lora, p), (std::vector<std::string>{"b"}));
   EXPECT_EQ(p.stream_reserve_bytes, 90 * kMiB);  // a streams: the largest offloaded cost
-  // Without the LoRA, b is the cheaper one to stream and a stays instead.
+  // Without temporaries, b is the cheaper one to stream and a stays instead.
   std::vector<OffloadBlock> plain = lora;
-  plain[1].lora_weight_bytes = 0;
+  plain[1].temporary_bytes = 0;
   p = plan_vram(plain, 150 * kMiB, 1);
   EXPECT_EQ(resident_names(plain, p), (std::vector<std::string>{"a"}));
   EXPECT_EQ(p.stream_reserve_bytes, 60 * kMiB);

@@ -87,12 +87,15 @@ bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& para
   on_backend_device(comm, flat, cuda_device_of(params),
                     [&](at::Tensor& t) { comm.allreduce_sum(t); });
   at::Tensor grads = flat.narrow(0, 0, numel);
-  std::int64_t slot = numel;
-  sums.loss_sum = flat[slot++].item<double>();
-  if (sums.stop_votes) sums.stop_votes = flat[slot++].item<double>();
+  // The scalars after the gradients, read in one device-to-host copy.
+  const at::Tensor tail = flat.narrow(0, numel, flat.numel() - numel).to(at::kCPU, at::kDouble);
+  const double* scalars = tail.data_ptr<double>();
+  std::int64_t slot = 0;
+  sums.loss_sum = scalars[slot++];
+  if (sums.stop_votes) sums.stop_votes = scalars[slot++];
   bool finite = true;
   if (sums.check_finite) {
-    sums.nonfinite_ranks = flat[slot++].item<double>();
+    sums.nonfinite_ranks = scalars[slot++];
     finite = sums.nonfinite_ranks == 0 && std::isfinite(sums.loss_sum) &&
              at::isfinite(grads).all().item<bool>();
     if (finite && unscale != 1.0) grads.mul_(unscale);

@@ -82,10 +82,13 @@ void apply_determinism(const JobConfig& config, at::Device device) {
   if (!config.training.deterministic || !device.is_cuda()) return;
   setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   auto& ctx = at::globalContext();
-  ctx.setDeterministicAlgorithms(true, /*warn_only=*/true);
+  // Strict, as diffusers' enable_full_determinism: only then does the memory-efficient
+  // attention backward take its deterministic path.
+  ctx.setDeterministicAlgorithms(true, /*warn_only=*/false);
   ctx.setDeterministicCuDNN(true);
   ctx.setBenchmarkCuDNN(false);
   ctx.setSDPUseFlash(false);
+  ctx.setSDPUseCuDNN(false);
 }
 
 }  // namespace lf

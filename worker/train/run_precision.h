@@ -22,10 +22,11 @@ Precision precision_of(const JobConfig& config);
 //  - worker.vram_budget_gb > 0 on the CPU (it streams UNet weights to a GPU).
 void check_device_support(const JobConfig& config, const Precision& precision, at::Device device);
 
-// training.deterministic on a CUDA device: LibTorch's deterministic-algorithms mode (warn_only:
-// an op without a deterministic kernel logs a warning naming it instead of failing the run),
-// cuDNN deterministic without autotuning, no flash attention (its backward accumulates with
-// atomics) and CUBLAS_WORKSPACE_CONFIG=:4096:8 unless the environment sets it. Call before the
+// training.deterministic on a CUDA device: LibTorch's deterministic-algorithms mode, strict as
+// diffusers' enable_full_determinism (an op without a deterministic CUDA kernel stops the run
+// with LibTorch's error naming it), cuDNN deterministic without autotuning, neither flash nor
+// cuDNN attention (their backwards are not deterministic) and CUBLAS_WORKSPACE_CONFIG=:4096:8
+// unless the environment sets it. Call before the
 // first CUDA matmul. On the CPU, whose kernels are deterministic already, and without the key,
 // nothing is changed (the CPU results stay the same bytes either way).
 void apply_determinism(const JobConfig& config, at::Device device);

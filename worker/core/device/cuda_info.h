@@ -1,7 +1,10 @@
 // What lorafleet asks of a CUDA device outside LibTorch's public C++ API: its compute
 // capability, the caching allocator's counters (peak memory per phase, the benchmarks) and its
 // memory cap. Compiled with CUDA support when LibTorch has c10_cuda (LF_WITH_CUDA); without it
-// every query answers "no CUDA" (-1 / zeros) and the setters do nothing.
+// every query answers "no CUDA" (-1 / zeros) and the setters do nothing. With CUDA each call
+// initialises LibTorch's CUDA state first (as torch.cuda's _lazy_init), so any may come before
+// the first CUDA tensor; a device_index < 0 (at::Device("cuda") without an index) means the
+// current device.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 // offload code includes CUDA headers; it is built with LF_WITH_CUDA when LibTorch has c10_cuda.
 #include "offload/transfer_engine.h"
 
+#include <deque>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -29,6 +30,9 @@ class SynchronousEngine : public TransferEngine {
     return nullptr;
   }
   void wait(const std::shared_ptr<void>&, const std::vector<at::Tensor>&) override {}
+  void released() override {}
+  void wait_for_released(std::size_t) override {}
+  void release_cached_memory() override {}
 
  private:
   at::Device device_;
@@ -57,15 +61,29 @@ class CudaEngine : public TransferEngine {
   void wait(const std::shared_ptr<void>& ticket,
             const std::vector<at::Tensor>& device_copies) override {
     const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device_.index());
-    static_cast<at::cuda::CUDAEvent*>(ticket.get())->block(compute);
+    if (ticket) static_cast<at::cuda::CUDAEvent*>(ticket.get())->block(compute);
     for (const at::Tensor& d : device_copies) {
       c10::cuda::CUDACachingAllocator::recordStream(d.storage().data_ptr(), compute);
     }
   }
+  void released() override {
+    auto done = std::make_unique<at::cuda::CUDAEvent>();
+    done->record(c10::cuda::getCurrentCUDAStream(device_.index()));
+    released_.push_back(std::move(done));
+  }
+  void wait_for_released(std::size_t n) override {
+    while (!released_.empty() && released_.front()->query()) released_.pop_front();
+    while (released_.size() > n) {
+      released_.front()->synchronize();
+      released_.pop_front();
+    }
+  }
+  void release_cached_memory() override { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
  private:
   at::Device device_;
   c10::cuda::CUDAStream side_;
+  std::deque<std::unique_ptr<at::cuda::CUDAEvent>> released_;  // oldest first
 };
 #endif
 

@@ -14,7 +14,9 @@
 namespace lf {
 namespace {
 
-// The planner's view of the units: stored bytes and the LoRA'd weights' compute-dtype size.
+// The planner's view of the units: stored bytes, and the compute-dtype copies of the matrices
+// stored in another dtype (fp8_base), which each layer upcasts. A LoRA adds no temporary here:
+// it runs beside the frozen weight (up(down(x))), never merged into it.
 std::vector<OffloadBlock> offload_blocks(const std::vector<WeightStreamer::Unit>& units,
                                          at::ScalarType compute_dtype) {
   std::vector<OffloadBlock> blocks;
@@ -25,9 +27,9 @@ std::vector<OffloadBlock> offload_blocks(const std::vector<WeightStreamer::Unit>
     for (const auto& p : u.module->parameters()) b.bytes += p.nbytes();
     for (const auto& m : u.module->modules(/*include_self=*/true)) {
       const torch::Tensor* w = nullptr;
-      if (auto* l = m->as<LoRACompatibleLinearImpl>(); l && l->adapter()) w = &l->weight();
-      if (auto* c = m->as<LoRACompatibleConvImpl>(); c && c->adapter()) w = &c->weight();
-      if (w) b.lora_weight_bytes += w->numel() * compute_size;
+      if (auto* l = m->as<LoRACompatibleLinearImpl>()) w = &l->weight();
+      if (auto* c = m->as<LoRACompatibleConvImpl>()) w = &c->weight();
+      if (w && w->scalar_type() != compute_dtype) b.temporary_bytes += w->numel() * compute_size;
     }
     blocks.push_back(b);
   }

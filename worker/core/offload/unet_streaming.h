@@ -20,7 +20,7 @@ struct UNetStreamingOptions {
   std::int64_t budget_bytes = 0;    // device memory the whole training may use
   std::int64_t reserved_bytes = 0;  // allocated later and not yet (LoRA grads, optimizer state)
   int streams = 2;
-  at::ScalarType compute_dtype = at::kFloat;  // LoRA'd weights are applied in it
+  at::ScalarType compute_dtype = at::kFloat;  // fp8_base weights are upcast to it
   at::Device device = at::Device(at::kCUDA, 0);
 };
 

@@ -24,7 +24,7 @@ VramPlan plan_vram(const std::vector<OffloadBlock>& blocks, std::int64_t budget_
                    int streams) {
   if (streams < 1) throw std::invalid_argument("plan_vram: streams must be >= 1");
   for (const OffloadBlock& b : blocks) {
-    if (b.bytes < 0 || b.lora_weight_bytes < 0) {
+    if (b.bytes < 0 || b.temporary_bytes < 0) {
       throw std::invalid_argument("plan_vram: block " + b.name + " has a negative size");
     }
   }

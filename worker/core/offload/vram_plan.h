@@ -1,10 +1,10 @@
 // Which blocks of the frozen UNet stay on the device under worker.vram_budget_gb, and which are
 // streamed from host memory ahead of their use. Plain C++ (no LibTorch), after ComfyUI's
-// accounting for weight offloading: blocks are ordered by offload cost, which for a block with
-// LoRA'd weights is more than its size (each LoRA'd weight is applied through a temporary of
-// its size in the compute dtype), and VRAM for the temporary buffers of `streams` blocks in
-// flight is reserved before anything is made resident, so the largest offloaded block's
-// buffers always fit.
+// accounting for weight offloading: blocks are ordered by offload cost, which for a block whose
+// weights need temporaries while it runs is more than its size (lorafleet: the compute-dtype
+// copies of fp8_base matrices; ComfyUI: LoRA patches merged into a weight), and VRAM for the
+// buffers of `streams` blocks in flight is reserved before anything is made resident, so the
+// largest offloaded block's buffers always fit.
 #pragma once
 
 #include <cstdint>
@@ -18,12 +18,15 @@ namespace lf {
 struct OffloadBlock {
   std::string name;                  // e.g. "input_blocks.4.1.transformer_blocks.0"
   std::int64_t bytes = 0;            // its frozen weights as stored (the streamed copy)
-  std::int64_t lora_weight_bytes = 0;  // compute-dtype size of its weights that carry a LoRA
+  // Device memory its weights need beyond their stored size while it runs and is recomputed:
+  // the compute-dtype copies of weights stored in another dtype (fp8_base upcasts each matrix,
+  // and the backward keeps the copies until the block's gradients are done).
+  std::int64_t temporary_bytes = 0;
 };
 
-// What offloading `block` costs on the device while it runs: its copy plus the LoRA temporaries.
+// What offloading `block` costs on the device while it runs: its copy plus its temporaries.
 inline std::int64_t offload_cost(const OffloadBlock& block) {
-  return block.bytes + block.lora_weight_bytes;
+  return block.bytes + block.temporary_bytes;
 }
 
 struct VramPlan {

@@ -1,6 +1,7 @@
 // Streaming of the non-resident UNet blocks (see header).
 #include "offload/weight_streamer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -49,6 +50,7 @@ WeightStreamer::WeightStreamer(std::vector<Unit> units, const std::vector<bool>&
     hooks->end = [this, i](bool) { end(i); };
     units_[i].block->set_checkpoint_hooks(std::move(hooks));
   }
+  engine_->release_cached_memory();
 }
 
 WeightStreamer::~WeightStreamer() {
@@ -66,6 +68,9 @@ std::size_t WeightStreamer::num_streamed() const {
 void WeightStreamer::fetch(std::size_t unit) {
   Slot& s = slots_[unit];
   if (s.on_device) return;
+  // At most `streams` units' copies on the device, counting those the compute stream may still
+  // be reading after their end().
+  engine_->wait_for_released(static_cast<std::size_t>(std::max(0, streams_ - in_flight_ - 1)));
   s.pending = engine_->start(s.host, &s.device_copy);
   s.on_device = true;
   bytes_copied_ += s.bytes;
@@ -103,6 +108,7 @@ void WeightStreamer::end(std::size_t unit) {
   Slot& s = slots_[unit];
   torch::NoGradGuard no_grad;
   for (std::size_t j = 0; j < s.params.size(); ++j) s.params[j].set_data(s.host[j]);
+  engine_->released();
   s.device_copy.clear();
   s.pending.reset();
   s.on_device = false;
