@@ -1,0 +1,110 @@
+// Typed reading of a YAML mapping into config fields, for the job-config parser: each key is a
+// Field whose setter converts its value, and every error reads "<file>:<line>: key '<dotted
+// key>': expected <what>, got <value>", so a typo fails at start-up instead of silently
+// training with a default. Unknown and duplicate keys fail too, with the keys that are allowed.
+// The kohya dataset keys are read as their dataset_keys.h types. Internal to common/config.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config/dataset_keys.h"
+#include "common/config/job_config.h"
+
+namespace lf {
+namespace job_yaml {
+
+namespace dk = dataset_keys;
+
+// What a key is bound to: a setter that converts the YAML value or throws ConfigError.
+using Setter = std::function<void(const YAML::Node& value, const std::string& key, int line)>;
+
+struct Field {
+  std::string key;
+  Setter set;
+  bool listed = true;  // named in "expected one of" (false for kohya's legacy spellings)
+};
+
+// For a key that is not a field here: "" (truly unknown) or why it is misplaced.
+using MisplacedHint = std::function<std::string(const std::string& name)>;
+
+class Parser {
+ public:
+  explicit Parser(std::string source_name) : source_(std::move(source_name)) {}
+
+  // Throw ConfigError("<file>:<line>: <message>") / "...: key '<key>': <problem>".
+  [[noreturn]] void fail(int line, const std::string& message) const;
+  [[noreturn]] void fail_key(int line, const std::string& key, const std::string& problem) const;
+
+  // 1-based line of `node`, or `fallback` when it has no position.
+  static int line_of(const YAML::Node& node, int fallback);
+
+  // Renders a value for "got ..." in messages.
+  static std::string describe(const YAML::Node& value);
+
+  // Fields that store a scalar of their type into `target`; numbers must be finite.
+  Field int_field(const std::string& key, int* target);
+  Field i64_field(const std::string& key, std::int64_t* target);
+  Field u64_field(const std::string& key, std::uint64_t* target);
+  Field double_field(const std::string& key, double* target);
+
+  // Unset (or a null value) stays std::nullopt.
+  Field optional_double_field(const std::string& key, std::optional<double>* target);
+
+  Field bool_field(const std::string& key, bool* target);
+  // A null value ("key:" with nothing after it) reads as the empty string.
+  Field string_field(const std::string& key, std::string* target);
+
+  // "resolution: 512" (square) or "resolution: [W, H]", as kohya's --resolution / TOML key.
+  Field resolution_field(const std::string& key, int* width, int* height);
+
+  // A kohya dataset-config key read at `level` (see dataset_keys.h): typed like its TOML form.
+  // A null value is "" for strings and kohya's None for the keys lorafleet does not implement.
+  dk::GivenValue given(const YAML::Node& v, const dk::KeySpec& spec, const std::string& k,
+                       int line) const;
+
+  // `d`, or a ConfigError when it is not finite.
+  double finite(const YAML::Node& v, const std::string& k, int line, double d) const;
+
+  // The fields of one level of kohya keys, storing into `level` (which must outlive the apply).
+  std::vector<Field> kohya_fields(dk::Level kind, dk::GivenLevel* level,
+                                  std::vector<std::string>* warnings) const;
+
+  // Applies a mapping node to the fields of one section; unknown and duplicate keys fail.
+  void apply(const YAML::Node& map, const std::string& prefix, const std::vector<Field>& fields,
+             int section_line, const MisplacedHint& misplaced = {});
+
+  // Line of a key's value when it was given, else of its section, else 1.
+  int line_for(const std::string& key) const;
+
+  // The scalar `value` as T, or a ConfigError "expected <expected>, got ...".
+  template <typename T>
+  T scalar_as(const YAML::Node& value, const std::string& key, int line,
+              const std::string& expected) const {
+    T out{};
+    if (!value.IsScalar() || !YAML::convert<T>::decode(value, out)) {
+      fail_key(line, key, "expected " + expected + ", got " + describe(value));
+    }
+    // yaml-cpp also converts quoted scalars ('10', "true"); a quoted value is a string, and the
+    // TOML form rejects it too, so the YAML form does as well.
+    if (value.Tag() == "!") {
+      fail_key(line, key,
+               "expected " + expected + ", got the quoted string " + describe(value) +
+                   " (remove the quotes)");
+    }
+    return out;
+  }
+
+ private:
+  std::string source_;
+  std::map<std::string, int> lines_;
+};
+
+}  // namespace job_yaml
+}  // namespace lf
