@@ -33,8 +33,8 @@ using dk::resolve_path;
 // A kohya key written somewhere it is not allowed (e.g. image_dir in `dataset:`).
 std::string misplaced_hint(const std::string& name) {
   const std::string allowed = dk::allowed_levels_text(name, false);
-  return allowed.empty() ? "" : "not allowed here (kohya allows " + name + " only in: " + allowed +
-                                    ")";
+  return allowed.empty() ? ""
+                         : "not allowed here (kohya allows " + name + " only in: " + allowed + ")";
 }
 
 // kohya's preconditions of the precision keys (train_network.py asserts them at start-up).
@@ -43,21 +43,16 @@ void validate_precision(const Parser& p, const JobConfig& c) {
   auto fail = [&p](const std::string& key, const std::string& problem) {
     p.fail_key(p.line_for(key), key, problem);
   };
-  if (t.mixed_precision != "no" && t.mixed_precision != "fp16" && t.mixed_precision != "bf16") {
-    fail("training.mixed_precision",
-         "expected one of: no, fp16, bf16 (kohya --mixed_precision), got '" + t.mixed_precision +
-             "'");
-  }
   if (t.full_fp16 && t.full_bf16) {
     fail("training.full_bf16", "expected at most one of full_fp16 and full_bf16, got both true");
   }
   if (t.full_fp16 && t.mixed_precision != "fp16") {
-    fail("training.full_fp16", "needs training.mixed_precision: fp16 (as kohya), got '" +
-                                   t.mixed_precision + "'");
+    fail("training.full_fp16",
+         "needs training.mixed_precision: fp16 (as kohya), got '" + t.mixed_precision + "'");
   }
   if (t.full_bf16 && t.mixed_precision != "bf16") {
-    fail("training.full_bf16", "needs training.mixed_precision: bf16 (as kohya), got '" +
-                                   t.mixed_precision + "'");
+    fail("training.full_bf16",
+         "needs training.mixed_precision: bf16 (as kohya), got '" + t.mixed_precision + "'");
   }
   if (c.model.fp8_base && t.mixed_precision == "no") {
     fail("model.fp8_base",
@@ -66,85 +61,43 @@ void validate_precision(const Parser& p, const JobConfig& c) {
   }
 }
 
+// The rules that involve more than one key, after every key's own rule (job_keys.h) held.
 // folder_datasets: form 1 (train_data_dir/reg_data_dir), which needs train_data_dir.
-void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
+void validate(const Parser& p, const JobConfig& c, bool folder_datasets) {
   auto require = [&p](bool ok, const std::string& key, const std::string& expected,
                       const std::string& got) {
     if (!ok) p.fail_key(p.line_for(key), key, "expected " + expected + ", got " + got);
   };
-  auto str = [](const std::string& s) { return "'" + s + "'"; };
   auto num = [](double d) {
     std::ostringstream os;
     os << d;
     return os.str();
   };
 
-  const auto& m = c.model;
-  require(!m.pretrained_model_name_or_path.empty(), "model.pretrained_model_name_or_path",
-          "a non-empty path to a .safetensors checkpoint", "nothing");
-  // The worker's lf::model_preset() is the authority; this list mirrors it so a typo fails at
-  // parse time, before any process starts.
-  static const std::vector<std::string> kArchitectures = {"auto", "tiny", "tiny-sd2", "tiny-sdxl",
-                                                          "sd15", "sd2", "sdxl"};
-  require(std::find(kArchitectures.begin(), kArchitectures.end(), m.architecture) !=
-              kArchitectures.end(),
-          "model.architecture", "one of: auto, tiny, tiny-sd2, tiny-sdxl, sd15, sd2, sdxl",
-          str(m.architecture));
-  require(!m.tokenizer_vocab.empty(), "model.tokenizer_vocab",
-          "a non-empty path to bpe_simple_vocab_16e6.txt.gz", "nothing");
-  require(m.vae_dtype == "fp32" || m.vae_dtype == "fp16" || m.vae_dtype == "bf16",
-          "model.vae_dtype", "one of: fp32, fp16, bf16", str(m.vae_dtype));
-
   // The kohya dataset keys are checked per resolved dataset (dataset_keys.cpp).
-  auto& d = c.dataset;
   if (folder_datasets) {
-    require(!d.train_data_dir.empty(), "dataset.train_data_dir",
+    require(!c.dataset.train_data_dir.empty(), "dataset.train_data_dir",
             "a non-empty path to a folder of <num_repeats>_<class tokens> subfolders", "nothing");
   }
-  require(d.reg_selection == "first" || d.reg_selection == "random" ||
-              d.reg_selection == "rotate",
-          "dataset.reg_selection", "one of: first, random, rotate", str(d.reg_selection));
-  require(d.on_bad_image == "error" || d.on_bad_image == "skip", "dataset.on_bad_image",
-          "one of: error, skip", str(d.on_bad_image));
-  require(d.max_image_pixels >= 1, "dataset.max_image_pixels", "an integer >= 1",
-          std::to_string(d.max_image_pixels));
-  require(d.scan_threads >= 0, "dataset.scan_threads", "an integer >= 0 (0 = all cores)",
-          std::to_string(d.scan_threads));
 
-  auto& n = c.network;
-  require(n.network_dim >= 1, "network.network_dim", "an integer >= 1",
-          std::to_string(n.network_dim));
-  require(n.network_alpha >= 0, "network.network_alpha", "a number >= 0", num(n.network_alpha));
-  // kohya LoRAModule: alpha 0 (or None) means alpha = network_dim, i.e. scale 1.
-  if (n.network_alpha == 0) n.network_alpha = n.network_dim;
-  require(n.conv_dim >= 0, "network.conv_dim", "an integer >= 0 (0 = no conv LoRA)",
-          std::to_string(n.conv_dim));
-  require(n.conv_alpha >= 0, "network.conv_alpha", "a number >= 0", num(n.conv_alpha));
-  if (n.conv_alpha == 0) n.conv_alpha = n.conv_dim;  // kohya LoRAModule: 0 means the rank
+  const auto& n = c.network;
   require(!(n.network_train_unet_only && n.network_train_text_encoder_only),
           "network.network_train_text_encoder_only",
           "not both network_train_unet_only and network_train_text_encoder_only (nothing would "
           "be trained)",
           "both true");
-  for (const auto& lr : {std::make_pair("network.unet_lr", n.unet_lr),
-                         std::make_pair("network.text_encoder_lr", n.text_encoder_lr)}) {
-    if (lr.second) require(*lr.second >= 0, lr.first, "a number >= 0", num(*lr.second));
-  }
   {
     // A part whose lr is 0 stays as initialised (lora_up zero): with every trained part at 0 and
     // no network_weights the job would run to the end and write an empty LoRA. (With
     // network_weights, lr 0 re-saves the loaded LoRA: allowed.)
     const double base = c.training.learning_rate;
-    // kohya: a part whose own lr is 0 is left out of the network.
-    const bool unet_on = !n.network_train_text_encoder_only && !(n.unet_lr && *n.unet_lr == 0);
-    const bool te_on =
-        !n.network_train_unet_only && !(n.text_encoder_lr && *n.text_encoder_lr == 0);
-    require(unet_on || te_on, n.unet_lr ? "network.unet_lr" : "network.text_encoder_lr",
+    require(n.trains_unet() || n.trains_text_encoder(),
+            n.unet_lr ? "network.unet_lr" : "network.text_encoder_lr",
             "a UNet or text-encoder part to train (network_train_*_only and the lrs set to 0 "
             "leave none)",
             "none");
-    const bool unet_moves = unet_on && n.unet_lr.value_or(base) > 0;
-    const bool te_moves = te_on && n.text_encoder_lr.value_or(base) > 0;
+    const bool unet_moves = n.trains_unet() && n.unet_lr.value_or(base) > 0;
+    const bool te_moves = n.trains_text_encoder() && n.text_encoder_lr.value_or(base) > 0;
     require(unet_moves || te_moves || !n.network_weights.empty(),
             n.unet_lr ? "network.unet_lr" : "training.learning_rate",
             "a learning rate > 0 for the UNet or the text encoders (nothing would be trained)",
@@ -159,105 +112,33 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           "true");
 
   const auto& t = c.training;
-  require(t.train_batch_size >= 1, "training.train_batch_size", "an integer >= 1",
-          std::to_string(t.train_batch_size));
-  require(t.gradient_accumulation_steps >= 1, "training.gradient_accumulation_steps",
-          "an integer >= 1", std::to_string(t.gradient_accumulation_steps));
-  require(t.learning_rate >= 0, "training.learning_rate", "a number >= 0",
-          num(t.learning_rate));
-  require(t.lr_scheduler == "constant" || t.lr_scheduler == "constant_with_warmup" ||
-              t.lr_scheduler == "linear" || t.lr_scheduler == "cosine",
-          "training.lr_scheduler", "one of: constant, constant_with_warmup, linear, cosine",
-          str(t.lr_scheduler));
-  require(t.lr_warmup_steps >= 0, "training.lr_warmup_steps", "an integer >= 0",
-          std::to_string(t.lr_warmup_steps));
-  require(t.max_train_epochs >= 0, "training.max_train_epochs", "an integer >= 0",
-          std::to_string(t.max_train_epochs));
   require(t.max_train_steps >= 1 || t.max_train_epochs > 0, "training.max_train_steps",
           "an integer >= 1 (or max_train_epochs > 0)", std::to_string(t.max_train_steps));
-  require(t.save_every_n_steps >= 0, "training.save_every_n_steps", "an integer >= 0",
-          std::to_string(t.save_every_n_steps));
-  require(t.prior_loss_weight >= 0, "training.prior_loss_weight", "a number >= 0",
-          num(t.prior_loss_weight));
-  require(t.clip_skip >= 0, "training.clip_skip",
-          "0 (the model family's default layer) or a layer count >= 1", num(t.clip_skip));
-  require(t.max_grad_norm >= 0, "training.max_grad_norm", "a number >= 0 (0 disables clipping)",
-          num(t.max_grad_norm));
-  require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "training.adam_beta1", "a number in [0, 1)",
-          num(t.adam_beta1));
-  require(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "training.adam_beta2", "a number in [0, 1)",
-          num(t.adam_beta2));
-  require(t.adam_epsilon >= 0, "training.adam_epsilon", "a number >= 0", num(t.adam_epsilon));
-  require(t.adam_weight_decay >= 0, "training.adam_weight_decay", "a number >= 0",
-          num(t.adam_weight_decay));
   validate_precision(p, c);
 
-  const auto& o = c.output;
-  require(!o.output_dir.empty(), "output.output_dir", "a non-empty folder path", "nothing");
-  require(!o.output_name.empty() && o.output_name.find('/') == std::string::npos,
-          "output.output_name", "a non-empty file name without '/'", str(o.output_name));
-  require(o.keep_last_n_checkpoints >= 0, "output.keep_last_n_checkpoints",
-          "an integer >= 0 (0 keeps all)", std::to_string(o.keep_last_n_checkpoints));
-  require(o.save_precision.empty() || o.save_precision == "float" || o.save_precision == "fp16" ||
-              o.save_precision == "bf16",
-          "output.save_precision",
-          "one of: float, fp16, bf16 (kohya --save_precision), or unset for the training dtype",
-          str(o.save_precision));
-
-  const auto& co = c.coordinator;
-  require(!co.listen_address.empty(), "coordinator.listen_address", "a host:port address",
-          "nothing");
-  require(co.linger_seconds >= 0, "coordinator.linger_seconds", "an integer >= 0",
-          std::to_string(co.linger_seconds));
-  require(co.worker_timeout_seconds >= 10, "coordinator.worker_timeout_seconds",
-          "an integer >= 10 (workers heartbeat every 5 s)",
-          std::to_string(co.worker_timeout_seconds));
-
   const auto& w = c.worker;
-  require(w.metrics_port_base >= 0 && w.metrics_port_base <= 65535, "worker.metrics_port_base",
-          "a port in [0, 65535] (0 disables)", std::to_string(w.metrics_port_base));
-  require(w.num_threads >= 1, "worker.num_threads", "an integer >= 1",
-          std::to_string(w.num_threads));
-  require(w.device == "auto" || w.device == "cpu" || w.device == "cuda", "worker.device",
-          "one of: auto, cpu, cuda", str(w.device));
-  require(w.vram_budget_gb >= 0, "worker.vram_budget_gb", "GiB >= 0 (0 = no budget)",
-          num(w.vram_budget_gb));
   require(w.vram_budget_gb == 0 || w.device != "cpu", "worker.vram_budget_gb",
           "0 with worker.device cpu (the budget streams UNet weights to a GPU)",
           num(w.vram_budget_gb));
-  require(w.vram_budget_gb == 0 || c.training.gradient_checkpointing, "worker.vram_budget_gb",
+  require(w.vram_budget_gb == 0 || t.gradient_checkpointing, "worker.vram_budget_gb",
           "0 unless training.gradient_checkpointing is true (a streamed block's weights must "
           "be fetched again when its backward recomputes it)",
           num(w.vram_budget_gb));
-  require(w.offload_streams >= 1 && w.offload_streams <= 8, "worker.offload_streams",
-          "an integer in [1, 8]", std::to_string(w.offload_streams));
 
+  const auto& co = c.coordinator;
   require(co.tls_cert_file.empty() == co.tls_key_file.empty(), "coordinator.tls_cert_file",
           "tls_cert_file and tls_key_file together (or neither)",
           co.tls_cert_file.empty() ? "only tls_key_file" : "only tls_cert_file");
   const auto& cl = c.cluster;
-  require(cl.world_size >= 0, "cluster.world_size", "an integer >= 0 (0: from the launcher)",
-          std::to_string(cl.world_size));
-  require(cl.collective_timeout >= 1, "cluster.collective_timeout", "seconds >= 1",
-          std::to_string(cl.collective_timeout));
-  require(cl.preempt_grace_seconds >= 1, "cluster.preempt_grace_seconds", "seconds >= 1",
-          std::to_string(cl.preempt_grace_seconds));
-  require(cl.max_restarts >= 0, "cluster.max_restarts", "an integer >= 0",
-          std::to_string(cl.max_restarts));
-  require(cl.restart_backoff_seconds >= 0, "cluster.restart_backoff_seconds", "seconds >= 0",
-          num(cl.restart_backoff_seconds));
   require(cl.restart_backoff_max_seconds >= cl.restart_backoff_seconds,
           "cluster.restart_backoff_max_seconds", "seconds >= restart_backoff_seconds",
           num(cl.restart_backoff_max_seconds));
-  require(cl.rendezvous_timeout_seconds >= 1, "cluster.rendezvous_timeout_seconds",
-          "seconds >= 1", std::to_string(cl.rendezvous_timeout_seconds));
 }
 
 }  // namespace
 
 JobConfig parse_job_config(const std::string& yaml_text, const std::string& source_name,
-                           const std::string& base_dir,
-                           const std::string* dataset_config_text) {
+                           const std::string& base_dir, const std::string* dataset_config_text) {
   JobConfig c;
   c.source_name = source_name;
   c.yaml_text = yaml_text;
@@ -285,30 +166,25 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   section.source = source_name;
   section.path = "dataset";
   section.path_base = base_dir;
-  std::vector<Field> dataset_fields = {
-      p.string_field("train_data_dir", &d.train_data_dir),
-      p.string_field("reg_data_dir", &d.reg_data_dir),
-      p.string_field("dataset_config", &d.dataset_config)};
+#define LF_KEY_FIELD(type, name, default_value, rule, doc) \
+  p.key_field(section_name, #name, &section_struct.name, rule),
+#define LF_SECTION_FIELDS(name_text, section_value, KEYS) \
+  [&p](auto& section_struct) {                            \
+    const std::string section_name = name_text;           \
+    return std::vector<Field>{KEYS(LF_KEY_FIELD)};        \
+  }(section_value)
+  // lorafleet's own keys of the section first, then kohya's dataset keys at kohya's CLI level.
+  std::vector<Field> dataset_fields = LF_SECTION_FIELDS("dataset", d, LF_DATASET_KEYS);
   for (Field& f : p.kohya_fields(dk::kSection, &section, &warnings)) {
-    dataset_fields.push_back(std::move(f));
-  }
-  for (Field f : {p.string_field("reg_selection", &d.reg_selection),
-                  p.string_field("on_bad_image", &d.on_bad_image),
-                  p.i64_field("max_image_pixels", &d.max_image_pixels),
-                  p.int_field("scan_threads", &d.scan_threads),
-                  p.bool_field("cache_latents_to_disk", &d.cache_latents_to_disk),
-                  p.bool_field("cache_text_encoder_outputs_to_disk",
-                               &d.cache_text_encoder_outputs_to_disk),
-                  p.string_field("cache_dir", &d.cache_dir)}) {
     dataset_fields.push_back(std::move(f));
   }
 
   // `datasets:` (form 2): a list of [[datasets]] mappings, each with a `subsets:` list.
   std::vector<dk::DatasetLevels> yaml_datasets;
   int datasets_line = 0;  // 0: no `datasets:` key
-  auto read_subsets = [&p, &source_name, &base_dir, &warnings](
-                          dk::DatasetLevels& dl, const YAML::Node& v, const std::string& key,
-                          int line) {
+  auto read_subsets = [&p, &source_name, &base_dir, &warnings](dk::DatasetLevels& dl,
+                                                               const YAML::Node& v,
+                                                               const std::string& key, int line) {
     if (!v.IsSequence() || v.size() == 0) {
       p.fail_key(line, key,
                  "expected a non-empty list of subsets (mappings with image_dir), got " +
@@ -320,8 +196,7 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
       sl.path = key + "[" + std::to_string(j) + "]";
       sl.line = Parser::line_of(v[j], line);
       sl.path_base = base_dir;
-      p.apply(v[j], sl.path, p.kohya_fields(dk::kSubset, &sl, &warnings), sl.line,
-              misplaced_hint);
+      p.apply(v[j], sl.path, p.kohya_fields(dk::kSubset, &sl, &warnings), sl.line, misplaced_hint);
       dl.subsets.push_back(std::move(sl));
     }
   };
@@ -340,95 +215,42 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
           dl.dataset.line = Parser::line_of(v[i], line);
           dl.dataset.path_base = base_dir;
           std::vector<Field> fields = p.kohya_fields(dk::kDataset, &dl.dataset, &warnings);
-          fields.push_back({"subsets", [&read_subsets, &dl](const YAML::Node& sv,
-                                                             const std::string& sk, int sline) {
-                              read_subsets(dl, sv, sk, sline);
-                            }});
+          fields.push_back(
+              {"subsets", [&read_subsets, &dl](const YAML::Node& sv, const std::string& sk,
+                                               int sline) { read_subsets(dl, sv, sk, sline); }});
           p.apply(v[i], dl.dataset.path, fields, dl.dataset.line, misplaced_hint);
           yaml_datasets.push_back(std::move(dl));
         }
       }};
 
   const std::vector<std::pair<std::string, std::vector<Field>>> sections = {
-      {"model",
-       {p.string_field("pretrained_model_name_or_path", &m.pretrained_model_name_or_path),
-        p.string_field("architecture", &m.architecture),
-        p.bool_field("v_parameterization", &m.v_parameterization),
-        p.bool_field("disable_mmap_load_safetensors", &m.disable_mmap_load_safetensors),
-        p.string_field("tokenizer_vocab", &m.tokenizer_vocab),
-        p.string_field("vae_dtype", &m.vae_dtype), p.bool_field("fp8_base", &m.fp8_base)}},
+      {"model", LF_SECTION_FIELDS("model", m, LF_MODEL_KEYS)},
       {"dataset", dataset_fields},
-      {"network",
-       {p.int_field("network_dim", &n.network_dim),
-        p.double_field("network_alpha", &n.network_alpha),
-        p.string_field("network_weights", &n.network_weights),
-        p.int_field("conv_dim", &n.conv_dim), p.double_field("conv_alpha", &n.conv_alpha),
-        p.bool_field("network_train_unet_only", &n.network_train_unet_only),
-        p.bool_field("network_train_text_encoder_only", &n.network_train_text_encoder_only),
-        p.optional_double_field("unet_lr", &n.unet_lr),
-        p.optional_double_field("text_encoder_lr", &n.text_encoder_lr)}},
-      {"training",
-       {p.u64_field("seed", &t.seed), p.int_field("train_batch_size", &t.train_batch_size),
-        p.int_field("gradient_accumulation_steps", &t.gradient_accumulation_steps),
-        p.double_field("learning_rate", &t.learning_rate),
-        p.string_field("lr_scheduler", &t.lr_scheduler),
-        p.int_field("lr_warmup_steps", &t.lr_warmup_steps),
-        p.int_field("max_train_steps", &t.max_train_steps),
-        p.int_field("max_train_epochs", &t.max_train_epochs),
-        p.int_field("save_every_n_steps", &t.save_every_n_steps),
-        p.double_field("prior_loss_weight", &t.prior_loss_weight),
-        p.double_field("max_grad_norm", &t.max_grad_norm),
-        p.double_field("adam_beta1", &t.adam_beta1), p.double_field("adam_beta2", &t.adam_beta2),
-        p.double_field("adam_epsilon", &t.adam_epsilon),
-        p.double_field("adam_weight_decay", &t.adam_weight_decay),
-        p.int_field("clip_skip", &t.clip_skip),
-        p.string_field("mixed_precision", &t.mixed_precision),
-        p.bool_field("full_fp16", &t.full_fp16), p.bool_field("full_bf16", &t.full_bf16),
-        p.bool_field("gradient_checkpointing", &t.gradient_checkpointing),
-        p.bool_field("deterministic", &t.deterministic)}},
-      {"output",
-       {p.string_field("output_dir", &o.output_dir), p.string_field("output_name", &o.output_name),
-        p.int_field("keep_last_n_checkpoints", &o.keep_last_n_checkpoints),
-        p.string_field("save_precision", &o.save_precision)}},
-      {"coordinator",
-       {p.string_field("listen_address", &co.listen_address),
-        p.string_field("metrics_address", &co.metrics_address),
-        p.int_field("linger_seconds", &co.linger_seconds),
-        p.int_field("worker_timeout_seconds", &co.worker_timeout_seconds),
-        p.string_field("job_token_file", &co.job_token_file),
-        p.string_field("tls_cert_file", &co.tls_cert_file),
-        p.string_field("tls_key_file", &co.tls_key_file)}},
-      {"worker",
-       {p.string_field("metrics_host", &w.metrics_host),
-        p.int_field("metrics_port_base", &w.metrics_port_base),
-        p.int_field("num_threads", &w.num_threads), p.string_field("device", &w.device),
-        p.double_field("vram_budget_gb", &w.vram_budget_gb),
-        p.int_field("offload_streams", &w.offload_streams)}},
-      {"cluster",
-       {p.int_field("world_size", &cl.world_size),
-        p.int_field("collective_timeout", &cl.collective_timeout),
-        p.int_field("preempt_grace_seconds", &cl.preempt_grace_seconds),
-        p.int_field("max_restarts", &cl.max_restarts),
-        p.double_field("restart_backoff_seconds", &cl.restart_backoff_seconds),
-        p.double_field("restart_backoff_max_seconds", &cl.restart_backoff_max_seconds),
-        p.int_field("rendezvous_timeout_seconds", &cl.rendezvous_timeout_seconds)}},
+      {"network", LF_SECTION_FIELDS("network", n, LF_NETWORK_KEYS)},
+      {"training", LF_SECTION_FIELDS("training", t, LF_TRAINING_KEYS)},
+      {"output", LF_SECTION_FIELDS("output", o, LF_OUTPUT_KEYS)},
+      {"coordinator", LF_SECTION_FIELDS("coordinator", co, LF_COORDINATOR_KEYS)},
+      {"worker", LF_SECTION_FIELDS("worker", w, LF_WORKER_KEYS)},
+      {"cluster", LF_SECTION_FIELDS("cluster", cl, LF_CLUSTER_KEYS)},
   };
+#undef LF_SECTION_FIELDS
+#undef LF_KEY_FIELD
 
   if (!root.IsNull()) {
     if (!root.IsMap()) {
       p.fail(Parser::line_of(root, 1),
              "expected a mapping of sections (model, dataset, datasets, network, training, "
-             "output, coordinator, worker, cluster), got " + Parser::describe(root));
+             "output, coordinator, worker, cluster), got " +
+                 Parser::describe(root));
     }
     // Each section is a Field whose setter applies the section's own fields.
     std::vector<Field> top;
     for (const auto& [name, fields] : sections) {
-      const MisplacedHint hint = name == "dataset" ? MisplacedHint(misplaced_hint)
-                                                    : MisplacedHint();
-      top.push_back({name, [&p, &fields = fields, hint](const YAML::Node& v,
-                                                         const std::string& key, int line) {
-                       p.apply(v, key, fields, line, hint);
-                     }});
+      const MisplacedHint hint =
+          name == "dataset" ? MisplacedHint(misplaced_hint) : MisplacedHint();
+      top.push_back(
+          {name, [&p, &fields = fields, hint](const YAML::Node& v, const std::string& key,
+                                              int line) { p.apply(v, key, fields, line, hint); }});
       if (name == "dataset") top.push_back(datasets_field);
     }
     p.apply(root, "", top, 1);
@@ -444,6 +266,7 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
                    std::to_string(p.line_for("dataset.dataset_config")) +
                    "): give the datasets either here or in the kohya .toml file");
   }
+  p.check_rules();
   validate(p, c, !from_toml && !from_yaml_list);
 
   // The `dataset:` section's own view of the kohya keys, kept for code that reads them there.

@@ -2,6 +2,7 @@
 #include "common/config/yaml_fields.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace lf {
 namespace job_yaml {
@@ -84,21 +85,6 @@ Field Parser::string_field(const std::string& key, std::string* target) {
             }
             if (!v.IsScalar()) fail_key(line, k, "expected a string, got " + describe(v));
             *target = v.Scalar();
-          }};
-}
-
-Field Parser::resolution_field(const std::string& key, int* width, int* height) {
-  return {key, [this, width, height](const YAML::Node& v, const std::string& k, int line) {
-            const std::string expected = "an integer or a [width, height] list of integers";
-            if (v.IsScalar()) {
-              *width = *height = scalar_as<int>(v, k, line, expected);
-              return;
-            }
-            if (!v.IsSequence() || v.size() != 2) {
-              fail_key(line, k, "expected " + expected + ", got " + describe(v));
-            }
-            *width = scalar_as<int>(v[0], k, line_of(v[0], line), expected);
-            *height = scalar_as<int>(v[1], k, line_of(v[1], line), expected);
           }};
 }
 
@@ -210,6 +196,16 @@ int Parser::line_for(const std::string& key) const {
   if (it != lines_.end()) return it->second;
   auto sec = lines_.find(key.substr(0, key.find('.')));
   return sec != lines_.end() ? sec->second : 1;
+}
+
+void Parser::check_rules() const {
+  for (const auto& check : rule_checks_) check();
+}
+
+std::string Parser::shown(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 }  // namespace job_yaml

@@ -203,7 +203,9 @@ TEST(JobConfig, ScalarResolutionAndKohyaNormalisations) {
   EXPECT_EQ(c.dataset.resolution_w, 640);
   EXPECT_EQ(c.dataset.resolution_h, 640);
   EXPECT_EQ(c.dataset.caption_extension, ".txt");      // kohya adds the dot
-  EXPECT_DOUBLE_EQ(c.network.network_alpha, 16.0);     // kohya: alpha 0 means network_dim
+  // Kept as given (and written so in ss_network_alpha, as kohya); the LoRA network reads 0 as
+  // network_dim (kohya_alpha, tested in test_lora_network).
+  EXPECT_DOUBLE_EQ(c.network.network_alpha, 0.0);
 }
 
 TEST(JobConfig, NetworkConvLoRATrainPartsAndLearningRates) {
@@ -220,8 +222,11 @@ TEST(JobConfig, NetworkConvLoRATrainPartsAndLearningRates) {
                            "  text_encoder_lr: 0\n",
                        "j.yaml");
   EXPECT_EQ(c.network.conv_dim, 8);
-  EXPECT_DOUBLE_EQ(c.network.conv_alpha, 8.0);  // 0 means conv_dim, as network_alpha
+  EXPECT_DOUBLE_EQ(c.network.conv_alpha, 0.0);  // as given; the network reads it as conv_dim
   EXPECT_TRUE(c.network.network_train_unet_only);
+  // kohya: text_encoder_lr 0 leaves the text encoders out, as network_train_unet_only does.
+  EXPECT_TRUE(c.network.trains_unet());
+  EXPECT_FALSE(c.network.trains_text_encoder());
   EXPECT_DOUBLE_EQ(c.network.unet_lr.value(), 0.0002);
   EXPECT_DOUBLE_EQ(c.network.text_encoder_lr.value(), 0.0);
   c = parse_job_config(m + "network:\n  conv_dim: 4\n  conv_alpha: 2\n  unet_lr:\n", "j.yaml");
@@ -280,16 +285,16 @@ TEST(JobConfig, LorafleetDatasetKeys) {
 TEST(JobConfig, UnknownKeyNamesFileLineAndChoices) {
   EXPECT_EQ(error_of(std::string(kMinimal) + "  foo: 1\n"),
             "job.yaml:5: unknown key 'dataset.foo' (expected one of: train_data_dir, "
-            "reg_data_dir, dataset_config, caption_extension, alpha_mask, shuffle_caption, "
+            "reg_data_dir, dataset_config, reg_selection, on_bad_image, max_image_pixels, "
+            "scan_threads, cache_latents_to_disk, cache_text_encoder_outputs_to_disk, cache_dir, "
+            "caption_extension, alpha_mask, shuffle_caption, "
             "caption_separator, keep_tokens, keep_tokens_separator, caption_prefix, "
             "caption_suffix, caption_dropout_rate, caption_dropout_every_n_epochs, "
             "caption_tag_dropout_rate, flip_aug, random_crop, resolution, batch_size, "
             "enable_bucket, min_bucket_reso, max_bucket_reso, bucket_reso_steps, "
             "bucket_no_upscale, cache_info, color_aug, face_crop_aug_range, token_warmup_min, "
             "token_warmup_step, enable_wildcard, secondary_separator, custom_attributes, "
-            "resize_interpolation, network_multiplier, validation_split, validation_seed, "
-            "reg_selection, on_bad_image, max_image_pixels, scan_threads, cache_latents_to_disk, "
-            "cache_text_encoder_outputs_to_disk, cache_dir)");
+            "resize_interpolation, network_multiplier, validation_split, validation_seed)");
   EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\ntrainig:\n  seed: 1\n"),
             "job.yaml:3: unknown key 'trainig' (expected one of: model, dataset, datasets, "
             "network, training, output, coordinator, worker, cluster)");
@@ -370,8 +375,8 @@ TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
             "job.yaml:3: key 'model.architecture': expected one of: auto, tiny, tiny-sd2, "
             "tiny-sdxl, sd15, sd2, sdxl, got 'sd3'");
   EXPECT_EQ(error_of(m + "training:\n  clip_skip: -1\n"),
-            "job.yaml:6: key 'training.clip_skip': expected 0 (the model family's default layer) "
-            "or a layer count >= 1, got -1");
+            "job.yaml:6: key 'training.clip_skip': expected an integer >= 0 (0 = the model "
+            "family's default layer), got -1");
   const JobConfig xl = parse_job_config(
       "model:\n  pretrained_model_name_or_path: m\n  architecture: sdxl\n"
       "  v_parameterization: true\n  disable_mmap_load_safetensors: true\n"

@@ -171,9 +171,8 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   options.conv_dim = net.conv_dim;
   options.conv_alpha = net.conv_alpha;
   // kohya: a part whose own lr is set to 0 is not trained (no modules, the text cache stays on).
-  options.train_unet = !net.network_train_text_encoder_only && !(net.unet_lr && *net.unet_lr == 0);
-  options.train_text_encoder =
-      !net.network_train_unet_only && !(net.text_encoder_lr && *net.text_encoder_lr == 0);
+  options.train_unet = net.trains_unet();
+  options.train_text_encoder = net.trains_text_encoder();
   if (resume && options.train_text_encoder && !checkpoint_has_text_encoder_lora(resume->dir)) {
     // A checkpoint without text-encoder modules (network_train_unet_only, or lorafleet before
     // text-encoder LoRA became the default) resumes as it was trained, not with a new network.

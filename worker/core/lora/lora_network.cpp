@@ -97,10 +97,8 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
     throw std::invalid_argument(
         "LoRANetwork: nothing to train (train_unet and train_text_encoder are both false)");
   }
-  // kohya LoRAModule: alpha None / 0 means alpha = rank.
-  if (!(options_.network_alpha > 0))
-    options_.network_alpha = static_cast<double>(options_.network_dim);
-  if (!(options_.conv_alpha > 0)) options_.conv_alpha = static_cast<double>(options_.conv_dim);
+  options_.network_alpha = kohya_alpha(options_.network_alpha, options_.network_dim);
+  options_.conv_alpha = kohya_alpha(options_.conv_alpha, options_.conv_dim);
   key_context_.unet = naming;
   for (const auto& te : text_encoders) key_context_.text_encoder_prefixes.push_back(te.lora_prefix);
 
@@ -407,7 +405,7 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
     auto it = weights.find(entry.first + ".alpha");
     m.alpha = it != weights.end() ? it->second.to(torch::kFloat64).item<double>()
                                   : static_cast<double>(m.rank);
-    if (!(m.alpha > 0)) m.alpha = static_cast<double>(m.rank);  // kohya: 0 / None -> r
+    m.alpha = kohya_alpha(m.alpha, m.rank);
     m.adapter->scale = m.alpha / static_cast<double>(m.rank);
     ++report.loaded_modules;
   }

@@ -29,6 +29,13 @@ using LoRAConvLayerImpl = LoRACompatibleConvImpl;
 
 // kohya network options (train_network.py --network_dim / --network_alpha, network_args
 // conv_dim / conv_alpha, --network_train_unet_only / --network_train_text_encoder_only).
+// The alpha a LoRA module of rank `rank` uses: `alpha`, or the rank when alpha is 0 (or not a
+// positive number), so that its scale alpha / rank is 1. As kohya networks.lora LoRAModule
+// ("if alpha is None or alpha == 0: alpha = lora_dim"), for configured and loaded alphas alike.
+inline double kohya_alpha(double alpha, int64_t rank) {
+  return alpha > 0 ? alpha : static_cast<double>(rank);
+}
+
 struct LoRANetworkOptions {
   int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
   double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)

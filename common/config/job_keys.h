@@ -1,0 +1,206 @@
+// Every key of the job YAML, declared once: KEY(C++ type, name, default, rule, one-line doc), one
+// list per section. The list declares the member of the section struct (job_config.h), drives
+// the parser and its messages (job_config.cpp), `lorafleet-coordinator --list-keys`, and the test
+// that docs/configuration.md lists exactly these keys with these defaults. Names follow kohya
+// sd-scripts (train_network.py arguments) where kohya has the key. A rule is a KeyRule
+// (key_rule.h); rules across keys (kohya's preconditions) are checked after parsing.
+//
+// The kohya dataset keys of `dataset:`, `datasets:` and a kohya .toml (resolution, batch_size,
+// caption and bucket keys, ...) have their own table in dataset_keys.cpp, as they are resolved
+// through kohya's levels.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config/key_rule.h"
+
+// model: (architecture's values mirror the worker's lf::model_preset(), so that a typo fails
+// before any process starts)
+#define LF_MODEL_KEYS(KEY)                                                                    \
+  KEY(std::string, pretrained_model_name_or_path, "",                                         \
+      KeyRule::non_empty().unit("path to a .safetensors checkpoint"),                         \
+      "single-file SD 1.x / 2.x / SDXL checkpoint in the original (ldm/sgm) key layout")      \
+  KEY(std::string, architecture, "auto",                                                      \
+      KeyRule::one_of({"auto", "tiny", "tiny-sd2", "tiny-sdxl", "sd15", "sd2", "sdxl"}),      \
+      "model preset: auto detects the family from the checkpoint; a name forces one")         \
+  KEY(bool, v_parameterization, false, KeyRule::any(),                                        \
+      "kohya --v_parameterization: the UNet predicts v (SD 2.x 768-v) instead of the noise")  \
+  KEY(bool, disable_mmap_load_safetensors, false, KeyRule::any(),                             \
+      "kohya --disable_mmap_load_safetensors: plain reads instead of mapping the checkpoint") \
+  KEY(std::string, tokenizer_vocab, ".deps/bpe_simple_vocab_16e6.txt.gz",                     \
+      KeyRule::non_empty().unit("path to bpe_simple_vocab_16e6.txt.gz"),                      \
+      "CLIP BPE vocabulary, shipped by open_clip_torch")                                      \
+  KEY(std::string, vae_dtype, "fp32", KeyRule::one_of({"fp32", "fp16", "bf16"}),              \
+      "dtype of the VAE encoder that fills the latent cache (kohya --no_half_vae: fp32)")     \
+  KEY(bool, fp8_base, false, KeyRule::any(),                                                  \
+      "kohya --fp8_base: frozen UNet matrices stored as float8_e4m3fn, upcast per layer")
+
+// dataset: lorafleet's own keys and kohya's folder form (the kohya dataset keys of this section
+// are in dataset_keys.cpp).
+#define LF_DATASET_KEYS(KEY)                                                               \
+  KEY(std::string, train_data_dir, "", KeyRule::any(),                                     \
+      "folder of kohya <num_repeats>_<class tokens> subsets (form 1)")                     \
+  KEY(std::string, reg_data_dir, "", KeyRule::any(),                                       \
+      "folder of regularization subsets, same layout (empty: none)")                       \
+  KEY(std::string, dataset_config, "", KeyRule::any(),                                     \
+      "a kohya dataset-config .toml file (form 3)")                                        \
+  KEY(std::string, reg_selection, "first", KeyRule::one_of({"first", "random", "rotate"}), \
+      "which reg images an epoch uses: kohya's first prefix, random, or rotating")         \
+  KEY(std::string, on_bad_image, "error", KeyRule::one_of({"error", "skip"}),              \
+      "an unusable image stops the scan (error) or is left out with a warning (skip)")     \
+  KEY(std::int64_t, max_image_pixels, 178956970, KeyRule::at_least(1),                     \
+      "larger images are refused from their header (Pillow's decompression-bomb limit)")   \
+  KEY(int, scan_threads, 0, KeyRule::at_least(0).note("0 = all cores"),                    \
+      "threads that decode images during the scan")                                        \
+  KEY(bool, cache_latents_to_disk, false, KeyRule::any(),                                  \
+      "kohya --cache_latents_to_disk: keep encoded latents in cache_dir between runs")     \
+  KEY(bool, cache_text_encoder_outputs_to_disk, false, KeyRule::any(),                     \
+      "kohya --cache_text_encoder_outputs_to_disk: the same for text-encoder outputs")     \
+  KEY(std::string, cache_dir, "", KeyRule::any(),                                          \
+      "where disk caches go (empty: <output_dir>/cache)")
+
+// network: kohya --network_* arguments and networks.lora's network_args.
+#define LF_NETWORK_KEYS(KEY)                                                          \
+  KEY(int, network_dim, 4, KeyRule::at_least(1), "LoRA rank (kohya --network_dim)")   \
+  KEY(double, network_alpha, 1.0, KeyRule::at_least(0),                               \
+      "LoRA alpha: scale = alpha / rank; 0 means the rank (kohya --network_alpha)")   \
+  KEY(std::string, network_weights, "", KeyRule::any(),                               \
+      "an existing LoRA file to continue training from (kohya --network_weights)")    \
+  KEY(int, conv_dim, 0, KeyRule::at_least(0).note("0 = no conv LoRA"),                \
+      "rank of the 3x3-conv LoRA (LoCon, kohya network_args conv_dim)")               \
+  KEY(double, conv_alpha, 1.0, KeyRule::at_least(0),                                  \
+      "alpha of the 3x3-conv LoRA; 0 means conv_dim (kohya network_args conv_alpha)") \
+  KEY(bool, network_train_unet_only, false, KeyRule::any(),                           \
+      "kohya --network_train_unet_only: no text-encoder modules")                     \
+  KEY(bool, network_train_text_encoder_only, false, KeyRule::any(),                   \
+      "kohya --network_train_text_encoder_only: no UNet modules")                     \
+  KEY(std::optional<double>, unet_lr, std::nullopt, KeyRule::at_least(0),             \
+      "kohya --unet_lr: unset = learning_rate; 0 leaves the UNet out of the network") \
+  KEY(std::optional<double>, text_encoder_lr, std::nullopt, KeyRule::at_least(0),     \
+      "kohya --text_encoder_lr: unset = learning_rate; 0 leaves the text encoders out")
+
+// training: kohya train_network.py's training arguments.
+#define LF_TRAINING_KEYS(KEY)                                                               \
+  KEY(std::uint64_t, seed, 42, KeyRule::any(),                                              \
+      "the shared seed: data order, noise, timesteps, LoRA init (kohya --seed)")            \
+  KEY(int, train_batch_size, 1, KeyRule::at_least(1),                                       \
+      "images per batch per rank, the default of every dataset's batch_size")               \
+  KEY(int, gradient_accumulation_steps, 1, KeyRule::at_least(1),                            \
+      "global batches per optimizer step (kohya / accelerate)")                             \
+  KEY(double, learning_rate, 1e-4, KeyRule::at_least(0),                                    \
+      "base learning rate (kohya --learning_rate)")                                         \
+  KEY(std::string, lr_scheduler, "cosine",                                                  \
+      KeyRule::one_of({"constant", "constant_with_warmup", "linear", "cosine"}),            \
+      "learning-rate schedule, transformers' formulas (kohya --lr_scheduler)")              \
+  KEY(int, lr_warmup_steps, 0, KeyRule::at_least(0),                                        \
+      "linear warmup steps (kohya --lr_warmup_steps)")                                      \
+  KEY(int, max_train_steps, 1600, KeyRule::any(),                                           \
+      "total optimizer steps (kohya --max_train_steps)")                                    \
+  KEY(int, max_train_epochs, 0, KeyRule::at_least(0),                                       \
+      "when > 0, the steps of that many epochs instead of max_train_steps")                 \
+  KEY(int, save_every_n_steps, 0, KeyRule::at_least(0),                                     \
+      "checkpoint period in optimizer steps; 0 saves only at the end")                      \
+  KEY(double, prior_loss_weight, 1.0, KeyRule::at_least(0),                                 \
+      "loss weight of regularization samples (kohya --prior_loss_weight)")                  \
+  KEY(double, max_grad_norm, 1.0, KeyRule::at_least(0).note("0 disables clipping"),         \
+      "gradient clipping after the allreduce (kohya --max_grad_norm)")                      \
+  KEY(double, adam_beta1, 0.9, KeyRule::in_half_open(0, 1), "AdamW beta1")                  \
+  KEY(double, adam_beta2, 0.999, KeyRule::in_half_open(0, 1), "AdamW beta2")                \
+  KEY(double, adam_epsilon, 1e-8, KeyRule::at_least(0), "AdamW eps")                        \
+  KEY(double, adam_weight_decay, 0.01, KeyRule::at_least(0),                                \
+      "AdamW weight decay (torch.optim.AdamW's default)")                                   \
+  KEY(int, clip_skip, 0, KeyRule::at_least(0).note("0 = the model family's default layer"), \
+      "kohya / A1111 clip skip; 0 keeps the family's layer")                                \
+  KEY(std::string, mixed_precision, "no",                                                   \
+      KeyRule::one_of({"no", "fp16", "bf16"}).note("kohya --mixed_precision"),              \
+      "frozen weights in that dtype, forward under autocast, fp32 loss and LoRA")           \
+  KEY(bool, full_fp16, false, KeyRule::any(),                                               \
+      "kohya --full_fp16: LoRA weights and gradients in fp16 (needs mixed_precision fp16)") \
+  KEY(bool, full_bf16, false, KeyRule::any(),                                               \
+      "kohya --full_bf16: LoRA weights and gradients in bf16 (needs mixed_precision bf16)") \
+  KEY(bool, gradient_checkpointing, false, KeyRule::any(),                                  \
+      "kohya --gradient_checkpointing: recompute each block in backward")                   \
+  KEY(bool, deterministic, false, KeyRule::any(),                                           \
+      "LibTorch's deterministic algorithms on CUDA (CPU runs are bit-exact either way)")
+
+// output:
+#define LF_OUTPUT_KEYS(KEY)                                                         \
+  KEY(std::string, output_dir, "output", KeyRule::non_empty().unit("folder path"),  \
+      "where checkpoints, LoRA files and metric snapshots go (kohya --output_dir)") \
+  KEY(std::string, output_name, "lora", KeyRule::file_name(),                       \
+      "LoRA file name stem: <output_name>.safetensors (kohya --output_name)")       \
+  KEY(int, keep_last_n_checkpoints, 0, KeyRule::at_least(0).note("0 keeps all"),    \
+      "keep only the newest N committed checkpoints")                               \
+  KEY(std::string, save_precision, "",                                              \
+      KeyRule::one_of({"float", "fp16", "bf16"})                                    \
+          .note("kohya --save_precision")                                           \
+          .or_unset("the training dtype"),                                          \
+      "dtype of the LoRA files; the .alpha scalars stay float32")
+
+// coordinator:
+#define LF_COORDINATOR_KEYS(KEY)                                                                   \
+  KEY(std::string, listen_address, "127.0.0.1:50051",                                              \
+      KeyRule::non_empty().unit("host:port address"),                                              \
+      "gRPC address of the control plane (loopback unless configured otherwise)")                  \
+  KEY(std::string, metrics_address, "127.0.0.1:9400", KeyRule::any(),                              \
+      "/metrics address; empty turns it off")                                                      \
+  KEY(int, linger_seconds, 0, KeyRule::at_least(0),                                                \
+      "seconds /metrics keeps serving after the job ends")                                         \
+  KEY(int, worker_timeout_seconds, 120, KeyRule::at_least(10).note("workers heartbeat every 5 s"), \
+      "a rank silent this long is presumed dead and its group is ended")                           \
+  KEY(std::string, job_token_file, "", KeyRule::any(),                                             \
+      "file holding the job token (else LF_JOB_TOKEN); required off loopback")                     \
+  KEY(std::string, tls_cert_file, "", KeyRule::any(),                                              \
+      "PEM certificate chain of the control plane")                                                \
+  KEY(std::string, tls_key_file, "", KeyRule::any(), "PEM private key of the control plane")
+
+// worker:
+#define LF_WORKER_KEYS(KEY)                                                                        \
+  KEY(std::string, metrics_host, "127.0.0.1", KeyRule::any(),                                      \
+      "host each worker's /metrics binds to")                                                      \
+  KEY(int, metrics_port_base, 9410, KeyRule::in_range(0, 65535).unit("a port").note("0 disables"), \
+      "rank r serves /metrics on metrics_port_base + r")                                           \
+  KEY(int, num_threads, 1, KeyRule::at_least(1), "intra-op threads per rank on the CPU")           \
+  KEY(std::string, device, "auto", KeyRule::one_of({"auto", "cpu", "cuda"}),                       \
+      "auto: CUDA if visible, else the CPU; a rank uses GPU local_rank mod GPUs")                  \
+  KEY(double, vram_budget_gb, 0.0, KeyRule::at_least(0).unit("GiB").note("0 = no budget"),         \
+      "device memory the training may use; UNet blocks that do not fit are streamed")              \
+  KEY(int, offload_streams, 2, KeyRule::in_range(1, 8),                                            \
+      "streamed UNet blocks on the device at once under vram_budget_gb")
+
+// cluster: how the group is launched, supervised and kept from hanging (docs/cluster.md).
+#define LF_CLUSTER_KEYS(KEY)                                                                    \
+  KEY(int, world_size, 0, KeyRule::at_least(0).note("0: from the launcher"),                    \
+      "ranks of the job; 0 takes it from mpirun or lorafleet-coordinator --world-size")         \
+  KEY(int, collective_timeout, 60, KeyRule::at_least(1).unit("seconds"),                        \
+      "seconds a collective may take before the rank reports the failure and exits")            \
+  KEY(int, preempt_grace_seconds, 25, KeyRule::at_least(1).unit("seconds"),                     \
+      "seconds from SIGTERM to exit 143, for the last step and its checkpoint")                 \
+  KEY(int, max_restarts, 3, KeyRule::at_least(0),                                               \
+      "group restarts from the last checkpoint before the job fails (torchrun --max-restarts)") \
+  KEY(double, restart_backoff_seconds, 2.0, KeyRule::at_least(0).unit("seconds"),               \
+      "wait before restart k: restart_backoff_seconds * 2^(k-1)")                               \
+  KEY(double, restart_backoff_max_seconds, 60.0, KeyRule::any(), "the cap of that wait")        \
+  KEY(int, rendezvous_timeout_seconds, 300, KeyRule::at_least(1).unit("seconds"),               \
+      "seconds to wait for every rank of a group to register (torchrun --rdzv-timeout)")
+
+namespace lf {
+
+// One key of the list, for --list-keys and the documentation check.
+struct JobKeyInfo {
+  std::string section;  // "training"
+  std::string name;     // "learning_rate"
+  KeyValueKind kind;
+  std::string default_text;  // the default as YAML would write it ("" for an empty string)
+  bool has_default = true;   // false: unset by default (std::nullopt)
+  KeyRule rule;
+  std::string doc;
+};
+
+// Every key of every section, in declaration order.
+const std::vector<JobKeyInfo>& job_keys();
+
+}  // namespace lf
