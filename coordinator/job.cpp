@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "common/config/lr_schedule_keys.h"
 #include "common/io/pickle_sniff.h"
 #include "common/io/safetensors.h"
 #include "common/util/log.h"
@@ -119,6 +120,12 @@ PlanOptions CoordinatorJob::plan_options(int world_size) const {
   return o;
 }
 
+void CoordinatorJob::check_lr_schedule_over(std::int64_t total_steps) const {
+  if (const auto e = check_lr_schedule(config_.training, total_steps)) {
+    throw ConfigError(config_.source_name + ": key 'training." + e->key + "': " + e->problem);
+  }
+}
+
 JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumulation_steps) {
   if (world_size < 1) {
     throw std::invalid_argument("world_size must be >= 1, got " + std::to_string(world_size));
@@ -226,6 +233,7 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
     }
   }
   s.steps_per_epoch = static_cast<int>(s.epoch_steps[0]);
+  check_lr_schedule_over(s.max_train_steps);
   for (const ImageRecord& img : dataset_.images) {
     if (img.is_reg && !reg_used[img.index]) ++s.reg_images_never_used;
   }
@@ -341,6 +349,7 @@ JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
     }
     out.num_epochs = e;
   }
+  check_lr_schedule_over(out.max_train_steps);
   out.epoch_batches.clear();
   out.epoch_steps.clear();
   for (int e = 0; e < out.num_epochs; ++e) {

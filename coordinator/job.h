@@ -104,6 +104,9 @@ class CoordinatorJob {
  private:
   // The base checkpoint is a safetensors file and the vocabulary exists.
   void check_job_files() const;
+  // The LR-schedule keys over the planned total (lr_schedule_keys.h): a ConfigError naming the
+  // config and the key, e.g. a warmup of at least the total.
+  void check_lr_schedule_over(std::int64_t total_steps) const;
 
   JobConfig config_;
   Dataset dataset_;

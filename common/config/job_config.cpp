@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/config/dataset_keys.h"
+#include "common/config/lr_schedule_keys.h"
 #include "common/config/yaml_fields.h"
 
 namespace lf {
@@ -29,6 +30,9 @@ using job_yaml::MisplacedHint;
 using job_yaml::Parser;
 
 using dk::resolve_path;
+
+// A total no warmup or decay reaches, for the checks that need the planned total.
+constexpr std::int64_t kUnplannedTotalSteps = std::int64_t{1} << 50;
 
 // A kohya key written somewhere it is not allowed (e.g. image_dir in `dataset:`).
 std::string misplaced_hint(const std::string& name) {
@@ -114,6 +118,12 @@ void validate(const Parser& p, const JobConfig& c, bool folder_datasets) {
   const auto& t = c.training;
   require(t.max_train_steps >= 1 || t.max_train_epochs > 0, "training.max_train_steps",
           "an integer >= 1 (or max_train_epochs > 0)", std::to_string(t.max_train_steps));
+  // With max_train_epochs the total is known once the dataset is planned: the coordinator checks
+  // the total-dependent rules then (coordinator/job.cpp); here they cannot fail.
+  const std::int64_t total = t.max_train_epochs > 0 ? kUnplannedTotalSteps : t.max_train_steps;
+  if (const auto e = check_lr_schedule(t, total)) {
+    p.fail_key(p.line_for("training." + e->key), "training." + e->key, e->problem);
+  }
   validate_precision(p, c);
 
   const auto& w = c.worker;

@@ -11,6 +11,8 @@ namespace {
 // The default as YAML would write it.
 std::string yaml_text(bool v) { return v ? "true" : "false"; }
 std::string yaml_text(const std::string& v) { return v; }
+std::string yaml_text(const StepsOrRatio& v) { return v.text(); }
+std::string yaml_text(const std::vector<std::string>& v) { return v.empty() ? "" : "[...]"; }
 template <typename Number>
 std::string yaml_text(Number v) {
   std::ostringstream os;

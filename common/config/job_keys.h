@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/config/key_rule.h"
+#include "common/config/steps_or_ratio.h"
 
 // model: (architecture's values mirror the worker's lf::model_preset(), so that a typo fails
 // before any process starts)
@@ -83,47 +84,63 @@
       "kohya --text_encoder_lr: unset = learning_rate; 0 leaves the text encoders out")
 
 // training: kohya train_network.py's training arguments.
-#define LF_TRAINING_KEYS(KEY)                                                               \
-  KEY(std::uint64_t, seed, 42, KeyRule::any(),                                              \
-      "the shared seed: data order, noise, timesteps, LoRA init (kohya --seed)")            \
-  KEY(int, train_batch_size, 1, KeyRule::at_least(1),                                       \
-      "images per batch per rank, the default of every dataset's batch_size")               \
-  KEY(int, gradient_accumulation_steps, 1, KeyRule::at_least(1),                            \
-      "global batches per optimizer step (kohya / accelerate)")                             \
-  KEY(double, learning_rate, 1e-4, KeyRule::at_least(0),                                    \
-      "base learning rate (kohya --learning_rate)")                                         \
-  KEY(std::string, lr_scheduler, "cosine",                                                  \
-      KeyRule::one_of({"constant", "constant_with_warmup", "linear", "cosine"}),            \
-      "learning-rate schedule, transformers' formulas (kohya --lr_scheduler)")              \
-  KEY(int, lr_warmup_steps, 0, KeyRule::at_least(0),                                        \
-      "linear warmup steps (kohya --lr_warmup_steps)")                                      \
-  KEY(int, max_train_steps, 1600, KeyRule::any(),                                           \
-      "total optimizer steps (kohya --max_train_steps)")                                    \
-  KEY(int, max_train_epochs, 0, KeyRule::at_least(0),                                       \
-      "when > 0, the steps of that many epochs instead of max_train_steps")                 \
-  KEY(int, save_every_n_steps, 0, KeyRule::at_least(0),                                     \
-      "checkpoint period in optimizer steps; 0 saves only at the end")                      \
-  KEY(double, prior_loss_weight, 1.0, KeyRule::at_least(0),                                 \
-      "loss weight of regularization samples (kohya --prior_loss_weight)")                  \
-  KEY(double, max_grad_norm, 1.0, KeyRule::at_least(0).note("0 disables clipping"),         \
-      "gradient clipping after the allreduce (kohya --max_grad_norm)")                      \
-  KEY(double, adam_beta1, 0.9, KeyRule::in_half_open(0, 1), "AdamW beta1")                  \
-  KEY(double, adam_beta2, 0.999, KeyRule::in_half_open(0, 1), "AdamW beta2")                \
-  KEY(double, adam_epsilon, 1e-8, KeyRule::at_least(0), "AdamW eps")                        \
-  KEY(double, adam_weight_decay, 0.01, KeyRule::at_least(0),                                \
-      "AdamW weight decay (torch.optim.AdamW's default)")                                   \
-  KEY(int, clip_skip, 0, KeyRule::at_least(0).note("0 = the model family's default layer"), \
-      "kohya / A1111 clip skip; 0 keeps the family's layer")                                \
-  KEY(std::string, mixed_precision, "no",                                                   \
-      KeyRule::one_of({"no", "fp16", "bf16"}).note("kohya --mixed_precision"),              \
-      "frozen weights in that dtype, forward under autocast, fp32 loss and LoRA")           \
-  KEY(bool, full_fp16, false, KeyRule::any(),                                               \
-      "kohya --full_fp16: LoRA weights and gradients in fp16 (needs mixed_precision fp16)") \
-  KEY(bool, full_bf16, false, KeyRule::any(),                                               \
-      "kohya --full_bf16: LoRA weights and gradients in bf16 (needs mixed_precision bf16)") \
-  KEY(bool, gradient_checkpointing, false, KeyRule::any(),                                  \
-      "kohya --gradient_checkpointing: recompute each block in backward")                   \
-  KEY(bool, deterministic, false, KeyRule::any(),                                           \
+#define LF_TRAINING_KEYS(KEY)                                                                      \
+  KEY(std::uint64_t, seed, 42, KeyRule::any(),                                                     \
+      "the shared seed: data order, noise, timesteps, LoRA init (kohya --seed)")                   \
+  KEY(int, train_batch_size, 1, KeyRule::at_least(1),                                              \
+      "images per batch per rank, the default of every dataset's batch_size")                      \
+  KEY(int, gradient_accumulation_steps, 1, KeyRule::at_least(1),                                   \
+      "global batches per optimizer step (kohya / accelerate)")                                    \
+  KEY(double, learning_rate, 1e-4, KeyRule::at_least(0),                                           \
+      "base learning rate (kohya --learning_rate)")                                                \
+  KEY(std::string, lr_scheduler, "cosine",                                                         \
+      KeyRule::one_of({"constant", "constant_with_warmup", "linear", "cosine",                     \
+                       "cosine_with_restarts", "polynomial", "inverse_sqrt", "cosine_with_min_lr", \
+                       "warmup_stable_decay", "piecewise_constant", "adafactor"}),                 \
+      "learning-rate schedule, transformers' and diffusers' formulas (kohya --lr_scheduler)")      \
+  KEY(StepsOrRatio, lr_warmup_steps, StepsOrRatio{}, KeyRule::any(),                               \
+      "linear warmup steps, or a ratio of the total steps (kohya --lr_warmup_steps)")              \
+  KEY(StepsOrRatio, lr_decay_steps, StepsOrRatio{}, KeyRule::any(),                                \
+      "warmup_stable_decay's decay steps, or a ratio of the total (kohya --lr_decay_steps)")       \
+  KEY(int, lr_scheduler_num_cycles, 1, KeyRule::at_least(1),                                       \
+      "cosine_with_restarts' cycles; half of it is the cosine waves of cosine_with_min_lr "        \
+      "and warmup_stable_decay (kohya --lr_scheduler_num_cycles)")                                 \
+  KEY(double, lr_scheduler_power, 1.0, KeyRule::any(),                                             \
+      "the polynomial schedule's power (kohya --lr_scheduler_power)")                              \
+  KEY(int, lr_scheduler_timescale, 0,                                                              \
+      KeyRule::at_least(0).note("0 = lr_warmup_steps, or 10000 without a warmup"),                 \
+      "inverse_sqrt's timescale (kohya --lr_scheduler_timescale)")                                 \
+  KEY(std::optional<double>, lr_scheduler_min_lr_ratio, std::nullopt, KeyRule::in_range(0, 1),     \
+      "the floor of cosine_with_min_lr and warmup_stable_decay, a ratio of the lr (kohya)")        \
+  KEY(std::vector<std::string>, lr_scheduler_args, {}, KeyRule::any(),                             \
+      "kohya --lr_scheduler_args: \"key=value\" strings (lr_end, min_lr, step_rules, ...)")        \
+  KEY(int, max_train_steps, 1600, KeyRule::any(),                                                  \
+      "total optimizer steps (kohya --max_train_steps)")                                           \
+  KEY(int, max_train_epochs, 0, KeyRule::at_least(0),                                              \
+      "when > 0, the steps of that many epochs instead of max_train_steps")                        \
+  KEY(int, save_every_n_steps, 0, KeyRule::at_least(0),                                            \
+      "checkpoint period in optimizer steps; 0 saves only at the end")                             \
+  KEY(double, prior_loss_weight, 1.0, KeyRule::at_least(0),                                        \
+      "loss weight of regularization samples (kohya --prior_loss_weight)")                         \
+  KEY(double, max_grad_norm, 1.0, KeyRule::at_least(0).note("0 disables clipping"),                \
+      "gradient clipping after the allreduce (kohya --max_grad_norm)")                             \
+  KEY(double, adam_beta1, 0.9, KeyRule::in_half_open(0, 1), "AdamW beta1")                         \
+  KEY(double, adam_beta2, 0.999, KeyRule::in_half_open(0, 1), "AdamW beta2")                       \
+  KEY(double, adam_epsilon, 1e-8, KeyRule::at_least(0), "AdamW eps")                               \
+  KEY(double, adam_weight_decay, 0.01, KeyRule::at_least(0),                                       \
+      "AdamW weight decay (torch.optim.AdamW's default)")                                          \
+  KEY(int, clip_skip, 0, KeyRule::at_least(0).note("0 = the model family's default layer"),        \
+      "kohya / A1111 clip skip; 0 keeps the family's layer")                                       \
+  KEY(std::string, mixed_precision, "no",                                                          \
+      KeyRule::one_of({"no", "fp16", "bf16"}).note("kohya --mixed_precision"),                     \
+      "frozen weights in that dtype, forward under autocast, fp32 loss and LoRA")                  \
+  KEY(bool, full_fp16, false, KeyRule::any(),                                                      \
+      "kohya --full_fp16: LoRA weights and gradients in fp16 (needs mixed_precision fp16)")        \
+  KEY(bool, full_bf16, false, KeyRule::any(),                                                      \
+      "kohya --full_bf16: LoRA weights and gradients in bf16 (needs mixed_precision bf16)")        \
+  KEY(bool, gradient_checkpointing, false, KeyRule::any(),                                         \
+      "kohya --gradient_checkpointing: recompute each block in backward")                          \
+  KEY(bool, deterministic, false, KeyRule::any(),                                                  \
       "LibTorch's deterministic algorithms on CUDA (CPU runs are bit-exact either way)")
 
 // output:

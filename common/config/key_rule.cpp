@@ -20,6 +20,10 @@ std::string noun(KeyValueKind kind) {
     case KeyValueKind::kNonNegativeInteger: return "a non-negative integer";
     case KeyValueKind::kNumber: return "a number";
     case KeyValueKind::kString: return "a string";
+    case KeyValueKind::kStepsOrRatio:
+      return "a step count (an integer) or a ratio of the total steps (a number below 1, or a "
+             "percentage such as 10%)";
+    case KeyValueKind::kStringList: return "a list of \"key=value\" strings";
   }
   return "a value";
 }

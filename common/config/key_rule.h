@@ -10,10 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "common/config/steps_or_ratio.h"
+
 namespace lf {
 
 // What a key's C++ member holds; it names the value in messages ("an integer", "a number").
-enum class KeyValueKind { kBool, kInteger, kNonNegativeInteger, kNumber, kString };
+enum class KeyValueKind {
+  kBool,
+  kInteger,
+  kNonNegativeInteger,
+  kNumber,
+  kString,
+  kStepsOrRatio,  // steps_or_ratio.h
+  kStringList,    // kohya's nargs="*" arguments: a list of "key=value" strings
+};
 
 // The kind of a key member's C++ type (an optional number is a number that may be unset).
 inline KeyValueKind kind_of(bool) { return KeyValueKind::kBool; }
@@ -23,6 +33,8 @@ inline KeyValueKind kind_of(std::uint64_t) { return KeyValueKind::kNonNegativeIn
 inline KeyValueKind kind_of(double) { return KeyValueKind::kNumber; }
 inline KeyValueKind kind_of(const std::optional<double>&) { return KeyValueKind::kNumber; }
 inline KeyValueKind kind_of(const std::string&) { return KeyValueKind::kString; }
+inline KeyValueKind kind_of(const StepsOrRatio&) { return KeyValueKind::kStepsOrRatio; }
+inline KeyValueKind kind_of(const std::vector<std::string>&) { return KeyValueKind::kStringList; }
 
 class KeyRule {
  public:

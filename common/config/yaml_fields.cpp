@@ -198,6 +198,44 @@ int Parser::line_for(const std::string& key) const {
   return sec != lines_.end() ? sec->second : 1;
 }
 
+Field Parser::typed_field(const std::string& key, StepsOrRatio* target) {
+  return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+            // Quoted or not: kohya's "10%" is a string on its command line.
+            const std::optional<StepsOrRatio> parsed =
+                v.IsScalar() ? parse_steps_or_ratio(v.Scalar()) : std::nullopt;
+            if (!parsed) {
+              fail_key(line, k,
+                       "expected " + KeyRule::any().expected(KeyValueKind::kStepsOrRatio) +
+                           ", got " + describe(v));
+            }
+            *target = *parsed;
+          }};
+}
+
+Field Parser::typed_field(const std::string& key, std::vector<std::string>* target) {
+  return {key, [this, target](const YAML::Node& v, const std::string& k, int line) {
+            target->clear();
+            if (v.IsNull()) return;
+            if (v.IsScalar()) {  // one argument, as "--lr_scheduler_args a=1" on kohya's CLI
+              target->push_back(v.Scalar());
+              return;
+            }
+            if (!v.IsSequence()) {
+              fail_key(line, k,
+                       "expected " + KeyRule::any().expected(KeyValueKind::kStringList) + ", got " +
+                           describe(v));
+            }
+            for (const YAML::Node& item : v) {
+              if (!item.IsScalar()) {
+                fail_key(line_of(item, line), k,
+                         "expected " + KeyRule::any().expected(KeyValueKind::kStringList) +
+                             ", got an item that is " + describe(item));
+              }
+              target->push_back(item.Scalar());
+            }
+          }};
+}
+
 void Parser::check_rules() const {
   for (const auto& check : rule_checks_) check();
 }

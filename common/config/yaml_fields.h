@@ -125,10 +125,14 @@ class Parser {
     return optional_double_field(key, t);
   }
   Field typed_field(const std::string& key, std::string* t) { return string_field(key, t); }
+  Field typed_field(const std::string& key, StepsOrRatio* t);
+  Field typed_field(const std::string& key, std::vector<std::string>* t);
 
   // Whether `value` follows `rule` (an unset optional and a bool always do).
   static bool rule_accepts(const KeyRule&, bool) { return true; }
   static bool rule_accepts(const KeyRule& rule, const std::string& v) { return rule.accepts(v); }
+  static bool rule_accepts(const KeyRule&, const StepsOrRatio&) { return true; }  // parse checks
+  static bool rule_accepts(const KeyRule&, const std::vector<std::string>&) { return true; }
   static bool rule_accepts(const KeyRule& rule, const std::optional<double>& v) {
     return !v || rule.accepts(*v);
   }
@@ -142,6 +146,8 @@ class Parser {
   static std::string shown(const std::string& v) { return v.empty() ? "nothing" : "'" + v + "'"; }
   static std::string shown(const std::optional<double>& v) { return v ? shown(*v) : "nothing"; }
   static std::string shown(double v);
+  static std::string shown(const StepsOrRatio& v) { return v.text(); }
+  static std::string shown(const std::vector<std::string>& v) { return std::to_string(v.size()); }
   template <typename Integer>
   static std::string shown(Integer v) {
     return std::to_string(v);

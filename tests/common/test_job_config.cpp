@@ -104,7 +104,8 @@ TEST(JobConfig, ValidFileParsesEveryKey) {
   EXPECT_EQ(c.training.train_batch_size, 2);
   EXPECT_DOUBLE_EQ(c.training.learning_rate, 1e-4);
   EXPECT_EQ(c.training.lr_scheduler, "constant_with_warmup");
-  EXPECT_EQ(c.training.lr_warmup_steps, 10);
+  EXPECT_EQ(c.training.lr_warmup_steps.steps, 10);
+  EXPECT_FALSE(c.training.lr_warmup_steps.ratio.has_value());
   EXPECT_EQ(c.training.max_train_steps, 300);
   EXPECT_EQ(c.training.max_train_epochs, 0);
   EXPECT_EQ(c.training.save_every_n_steps, 100);
@@ -337,7 +338,9 @@ TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
             "string '2' (remove the quotes)");
   EXPECT_EQ(error_of(m + "training:\n  lr_scheduler: exponential\n"),
             "job.yaml:6: key 'training.lr_scheduler': expected one of: constant, "
-            "constant_with_warmup, linear, cosine, got 'exponential'");
+            "constant_with_warmup, linear, cosine, cosine_with_restarts, polynomial, "
+            "inverse_sqrt, cosine_with_min_lr, warmup_stable_decay, piecewise_constant, "
+            "adafactor, got 'exponential'");
   EXPECT_EQ(error_of(m + "  reg_selection: newest\n"),
             "job.yaml:5: key 'dataset.reg_selection': expected one of: first, random, rotate, "
             "got 'newest'");
@@ -517,6 +520,82 @@ TEST(JobConfig, SdxlExampleAndDocsCoverThePrecisionKeys) {
     EXPECT_NE(docs.find("`" + std::string(key) + "`"), std::string::npos)
         << key << " not in docs/configuration.md";
   }
+}
+
+std::string training(const std::string& keys) {
+  return std::string(kMinimal) + "training:\n  max_train_steps: 1000\n" + keys;
+}
+
+TEST(JobConfigLRSchedule, WarmupAndDecayTakeKohyasStepsRatiosAndPercentages) {
+  auto warmup_of = [](const std::string& value) {
+    return parse_job_config(training("  lr_scheduler: linear\n  lr_warmup_steps: " + value + "\n"),
+                            "j.yaml")
+        .training.lr_warmup_steps;
+  };
+  EXPECT_EQ(warmup_of("100").steps, 100);
+  EXPECT_FALSE(warmup_of("100").ratio.has_value());
+  EXPECT_DOUBLE_EQ(warmup_of("0.1").ratio.value(), 0.1);
+  EXPECT_DOUBLE_EQ(warmup_of("10%").ratio.value(), 0.1);
+  EXPECT_DOUBLE_EQ(warmup_of("\"12.5%\"").ratio.value(), 0.125);
+  EXPECT_EQ(warmup_of("0.1234").resolve(999), 123);  // kohya: int(0.1234 * 999) = int(123.28)
+  EXPECT_EQ(error_of(training("  lr_warmup_steps: 1.5\n")),
+            "job.yaml:7: key 'training.lr_warmup_steps': expected a step count (an integer) or a "
+            "ratio of the total steps (a number below 1, or a percentage such as 10%), got '1.5'");
+  EXPECT_NE(error_of(training("  lr_warmup_steps: 100%\n")).find("got '100%'"), std::string::npos);
+  EXPECT_NE(error_of(training("  lr_warmup_steps: -3\n")).find("got '-3'"), std::string::npos);
+}
+
+TEST(JobConfigLRSchedule, RefusesWhatKohyaAndTransformersRefuseNamingTheKey) {
+  EXPECT_EQ(error_of(training("  lr_scheduler: cosine\n  lr_warmup_steps: 1000\n")),
+            "job.yaml:8: key 'training.lr_warmup_steps': expected fewer warmup steps than the "
+            "run's total of 1000 steps, got 1000 (nothing would train at the full lr)");
+  EXPECT_EQ(error_of(training("  lr_scheduler: cosine\n  lr_warmup_steps: 100%\n")).substr(0, 5),
+            "job.y");
+  EXPECT_EQ(error_of(training("  lr_scheduler: constant\n  lr_warmup_steps: 10\n")),
+            "job.yaml:8: key 'training.lr_warmup_steps': expected 0 with lr_scheduler constant "
+            "(as kohya; use constant_with_warmup for a warmup), got 10");
+  EXPECT_EQ(error_of(training("  lr_scheduler: warmup_stable_decay\n  lr_warmup_steps: 0.5\n"
+                              "  lr_decay_steps: 600\n")),
+            "job.yaml:9: key 'training.lr_decay_steps': expected warmup + decay steps within the "
+            "run's total of 1000 steps, got 500 + 600");
+  EXPECT_NE(error_of(training("  lr_scheduler: cosine_with_min_lr\n"))
+                .find("key 'training.lr_scheduler_min_lr_ratio': expected a floor for "
+                      "cosine_with_min_lr"),
+            std::string::npos);
+  EXPECT_NE(error_of(training("  lr_scheduler: adafactor\n"))
+                .find("job.yaml:7: key 'training.lr_scheduler': 'adafactor' follows the Adafactor "
+                      "optimizer"),
+            std::string::npos);
+  EXPECT_EQ(error_of(training("  lr_scheduler: polynomial\n  learning_rate: 1e-8\n")),
+            "job.yaml:8: key 'training.learning_rate': expected more than the polynomial "
+            "schedule's lr_end (1e-07, as transformers requires), got 1e-08");
+}
+
+TEST(JobConfigLRSchedule, SchedulerArgsInKohyasKeyValueForm) {
+  const JobConfig c =
+      parse_job_config(training("  lr_scheduler: piecewise_constant\n  lr_scheduler_args:\n"
+                                "    - step_rules='1:10,0.1:20,0.01'\n"),
+                       "j.yaml");
+  EXPECT_EQ(c.training.lr_scheduler_args,
+            std::vector<std::string>{"step_rules='1:10,0.1:20,0.01'"});
+  EXPECT_EQ(error_of(training("  lr_scheduler: piecewise_constant\n")),
+            "job.yaml:5: key 'training.lr_scheduler_args': piecewise_constant needs "
+            "step_rules=\"m1:s1,...,m_last\" (diffusers' get_piecewise_constant_schedule)");
+  EXPECT_EQ(error_of(training("  lr_scheduler: cosine_with_restarts\n"
+                              "  lr_scheduler_args: [num_cycles=3]\n")),
+            "job.yaml:8: key 'training.lr_scheduler_args': 'num_cycles' is set by "
+            "training.lr_scheduler_num_cycles (as kohya passes it)");
+  EXPECT_EQ(error_of(training("  lr_scheduler: polynomial\n  lr_scheduler_args: [min_lr=1]\n")),
+            "job.yaml:8: key 'training.lr_scheduler_args': 'min_lr' is not an argument of the "
+            "polynomial schedule (it takes: lr_end)");
+  EXPECT_EQ(error_of(training("  lr_scheduler: warmup_stable_decay\n"
+                              "  lr_scheduler_args: [decay_type=exp]\n")),
+            "job.yaml:8: key 'training.lr_scheduler_args': expected decay_type one of: linear, "
+            "cosine, 1-sqrt, got 'exp'");
+  EXPECT_EQ(error_of(training("  lr_scheduler: piecewise_constant\n"
+                              "  lr_scheduler_args: [\"step_rules=1:x,0.1\"]\n")),
+            "job.yaml:8: key 'training.lr_scheduler_args': step_rules as "
+            "\"multiple:step,...,last_multiple\", e.g. \"1:100,0.5:500,0.1\", got '1:x'");
 }
 
 }  // namespace

@@ -367,6 +367,28 @@ TEST_F(CoordinatorTest, ScheduleFromMaxTrainEpochs) {
   }
 }
 
+// With max_train_epochs the total is known once planned: a warmup that does not fit is refused
+// then, naming the config and the key; a ratio warmup always fits.
+TEST_F(CoordinatorTest, AWarmupOfTheWholePlannedRunIsRefused) {
+  const std::string epochs = "  max_train_steps: 1\n  max_train_epochs: 3\n";
+  const std::int64_t total = CoordinatorJob(config(epochs)).set_world_size(1).max_train_steps;
+  ASSERT_GT(total, 1);
+  CoordinatorJob job(config(
+      epochs + "  lr_scheduler: cosine\n  lr_warmup_steps: " + std::to_string(total) + "\n"));
+  try {
+    job.set_world_size(1);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "test.yaml: key 'training.lr_warmup_steps': expected fewer warmup steps than the "
+              "run's total of " +
+                  std::to_string(total) + " steps, got " + std::to_string(total) +
+                  " (nothing would train at the full lr)");
+  }
+  CoordinatorJob ratio(config(epochs + "  lr_scheduler: cosine\n  lr_warmup_steps: 0.5\n"));
+  EXPECT_EQ(ratio.set_world_size(1).max_train_steps, total);
+}
+
 // ---- resuming on another world size ------------------------------------------------------
 
 // 2 ranks trained 3 batches of epoch 1 (of max_train_epochs 2); the group resumes on 1 and on 3.

@@ -93,19 +93,51 @@ TEST(LRSchedule, MatchesTransformersSchedules) {
     }
   }
   // Hand values: cosine halfway through decay is base/2; linear at step W is base.
-  LRScheduleOptions o{"cosine", 2e-4, 10, 110};
+  LRScheduleOptions o;
+  o.name = "cosine";
+  o.base_lr = 2e-4;
+  o.warmup_steps = 10;
+  o.total_steps = 110;
   EXPECT_NEAR(lr_at_step(o, 60), 1e-4, 1e-18);
   o.name = "linear";
   EXPECT_DOUBLE_EQ(lr_at_step(o, 10), 2e-4);
 }
 
-TEST(LRSchedule, RejectsUnknownNamesAndConstantWarmup) {
-  LRScheduleOptions o{"cosine_with_restarts", 1e-4, 0, 10};
+TEST(LRSchedule, RejectsWhatKohyaAndTransformersRefuse) {
+  LRScheduleOptions o;
+  o.total_steps = 10;
+  o.name = "cosine_with_hard_restarts";  // not a kohya name
   EXPECT_THROW(lr_at_step(o, 0), std::invalid_argument);
-  o = {"constant", 1e-4, 5, 10};
+  o.name = "constant";
+  o.warmup_steps = 5;
   EXPECT_THROW(lr_at_step(o, 0), std::invalid_argument);
-  o = {"linear", 1e-4, 0, 10};
+  o.name = "linear";
+  o.warmup_steps = 0;
   EXPECT_THROW(lr_at_step(o, -1), std::invalid_argument);
+  o.name = "polynomial";
+  o.initial_lr = 1e-8;  // below lr_end 1e-7
+  EXPECT_THROW(lr_at_step(o, 3), std::invalid_argument);
+  o.name = "warmup_stable_decay";
+  o.warmup_steps = 6;
+  o.decay_steps = 5;  // 6 + 5 > 10
+  EXPECT_THROW(lr_at_step(o, 0), std::invalid_argument);
+  o.decay_steps = 4;
+  o.decay_type = "exponential";
+  EXPECT_THROW(lr_at_step(o, 7), std::invalid_argument);
+}
+
+// diffusers' rules are thresholds, sorted: "0.1:20,1:10,0.01" is 1 below 10, 0.1 below 20.
+TEST(LRSchedule, PiecewiseConstantSortsItsRules) {
+  LRScheduleOptions o;
+  o.name = "piecewise_constant";
+  o.base_lr = 2.0;
+  o.total_steps = 100;
+  o.step_rules = {{20, 0.1}, {10, 1.0}};
+  o.final_multiple = 0.01;
+  EXPECT_DOUBLE_EQ(lr_at_step(o, 9), 2.0);
+  EXPECT_DOUBLE_EQ(lr_at_step(o, 10), 0.2);
+  EXPECT_DOUBLE_EQ(lr_at_step(o, 19), 0.2);
+  EXPECT_DOUBLE_EQ(lr_at_step(o, 20), 0.02);
 }
 
 std::vector<torch::Tensor> make_params() {

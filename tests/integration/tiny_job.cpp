@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -52,8 +53,9 @@ std::string TinyJobTest::write_config(const std::string& name, const std::string
     << "  caption_extension: .txt\n"
     << dataset_extra << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
     << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
-    << "  lr_scheduler: cosine\n  lr_warmup_steps: 2\n  max_train_steps: " << max_steps
-    << "\n  save_every_n_steps: " << save_every << "\n"
+    // A warmup must be shorter than the run (kohya's schedules, checked at start-up).
+    << "  lr_scheduler: cosine\n  lr_warmup_steps: " << std::max(0, std::min(2, max_steps - 1))
+    << "\n  max_train_steps: " << max_steps << "\n  save_every_n_steps: " << save_every << "\n"
     << training_extra << "output:\n  output_dir: " << output_dir << "\n  output_name: e2e\n"
     << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
     << "\n  metrics_address: 127.0.0.1:" << metrics_port << "\n"

@@ -66,11 +66,13 @@ for preset in tiny tiny-sd2 tiny-sdxl; do
   install_fixture "${TMP}/${preset}.safetensors" "${OUT}/${preset}.safetensors"
 done
 
-# 2. Tokenizer ids and the DDPM / v-prediction schedule.
+# 2. Tokenizer ids, the DDPM / v-prediction schedule and kohya's LR schedules.
 nice "${PY}" "${ORACLE}/make_tokenizer_fixture.py" --output "${TMP}/tokenizer_open_clip.json"
 install_fixture "${TMP}/tokenizer_open_clip.json" "${OUT}/tokenizer_open_clip.json"
 nice "${PY}" "${ORACLE}/make_schedule_fixture.py" --output "${TMP}/ddpm_v_prediction.safetensors"
 install_fixture "${TMP}/ddpm_v_prediction.safetensors" "${OUT}/ddpm_v_prediction.safetensors"
+nice "${PY}" "${ORACLE}/make_lr_schedule_fixture.py" --output "${TMP}/lr_schedules.json"
+install_fixture "${TMP}/lr_schedules.json" "${OUT}/lr_schedules.json"
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
 #    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture

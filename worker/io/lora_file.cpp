@@ -65,7 +65,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_epoch"] = std::to_string(f.epoch);
   m["ss_steps"] = std::to_string(f.steps);
   m["ss_max_train_steps"] = std::to_string(f.max_train_steps);
-  m["ss_lr_warmup_steps"] = std::to_string(tr.lr_warmup_steps);
+  m["ss_lr_warmup_steps"] = tr.lr_warmup_steps.text();  // as given, as kohya writes it
   m["ss_lr_scheduler"] = tr.lr_scheduler;
   m["ss_network_module"] = "networks.lora";
   m["ss_network_dim"] = std::to_string(c.network.network_dim);

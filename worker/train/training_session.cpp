@@ -14,11 +14,12 @@
 #include "common/util/elapsed.h"
 #include "common/util/log.h"
 #include "common/util/wall_clock.h"
+#include "worker/core/model/lora_compatible.h"
 #include "worker/core/model/state_dict.h"
 #include "worker/dist/parameter_sync.h"
 #include "worker/io/lora_file.h"
+#include "worker/train/lr_schedule_setup.h"
 #include "worker/train/model_identity.h"
-#include "worker/core/model/lora_compatible.h"
 #include "worker/train/resume_point.h"
 #include "worker/train/rng_streams.h"
 #include "worker/train/run_precision.h"
@@ -306,10 +307,8 @@ void TrainingSession::prepare_data() {
         const at::Tensor w = vae->parameters().front();
         return vae->sample_latents(x.to(w.device(), w.scalar_type()), gen).to(at::kFloat);
       });
-  lr_schedule.name = config.training.lr_scheduler;
-  lr_schedule.base_lr = 1.0;  // the schedule's factor; each group's lr multiplies it
-  lr_schedule.warmup_steps = config.training.lr_warmup_steps;
-  lr_schedule.total_steps = job.max_train_steps;
+  // base_lr 1: the schedule's factor, which each group's lr multiplies.
+  lr_schedule = lr_schedule_options(config.training, job.max_train_steps);
 }
 
 // Fills the caches before training where that lets a frozen model leave the device (kohya
