@@ -65,9 +65,63 @@ void validate_precision(const Parser& p, const JobConfig& c) {
   }
 }
 
+// kohya's preconditions of the noise, timestep and loss keys (train_util.verify_training_args).
+void validate_objective(const Parser& p, JobConfig& c) {
+  const auto& t = c.training;
+  const bool v = c.model.v_parameterization;
+  auto fail = [&p](const std::string& key, const std::string& problem) {
+    p.fail_key(p.line_for(key), key, problem);
+  };
+  if (t.noise_offset > 0 && t.multires_noise_iterations > 0) {
+    fail("training.multires_noise_iterations",
+         "expected 0 with training.noise_offset (kohya cannot enable both), got " +
+             std::to_string(t.multires_noise_iterations));
+  }
+  if (t.adaptive_noise_scale && t.noise_offset == 0) {
+    fail("training.adaptive_noise_scale", "needs training.noise_offset > 0 (as kohya)");
+  }
+  if (t.noise_offset_random_strength && t.noise_offset == 0) {
+    fail("training.noise_offset_random_strength", "needs training.noise_offset > 0");
+  }
+  if (t.ip_noise_gamma_random_strength && t.ip_noise_gamma == 0) {
+    fail("training.ip_noise_gamma_random_strength", "needs training.ip_noise_gamma > 0");
+  }
+  if (t.scale_v_pred_loss_like_noise_pred && !v) {
+    fail("training.scale_v_pred_loss_like_noise_pred",
+         "needs model.v_parameterization: true (as kohya)");
+  }
+  if (t.v_pred_like_loss && v) {
+    fail("training.v_pred_like_loss",
+         "is for noise prediction: not with model.v_parameterization (as kohya)");
+  }
+  if (t.min_timestep >= t.max_timestep) {
+    fail("training.max_timestep", "expected more than training.min_timestep (" +
+                                      std::to_string(t.min_timestep) + "), got " +
+                                      std::to_string(t.max_timestep));
+  }
+  if ((t.loss_type == "huber" || t.loss_type == "smooth_l1") && !(t.huber_c > 0)) {
+    fail("training.huber_c",
+         "expected a number in (0, 1] for loss_type " + t.loss_type + ", got 0");
+  }
+  if (t.zero_terminal_snr && !v) {
+    // The last timestep's SNR is 0: noise prediction is undefined there, and kohya's min-SNR
+    // and debiased weights divide by it.
+    if (t.min_snr_gamma || t.debiased_estimation_loss) {
+      fail("training.zero_terminal_snr",
+           "needs model.v_parameterization: true with min_snr_gamma or "
+           "debiased_estimation_loss (their noise-prediction weights divide by the SNR, 0 at "
+           "the last timestep)");
+    }
+    c.dataset_warnings.push_back(
+        c.source_name + ":" + std::to_string(p.line_for("training.zero_terminal_snr")) +
+        ": key 'training.zero_terminal_snr': without "
+        "model.v_parameterization training is unexpected (as kohya warns)");
+  }
+}
+
 // The rules that involve more than one key, after every key's own rule (job_keys.h) held.
 // folder_datasets: form 1 (train_data_dir/reg_data_dir), which needs train_data_dir.
-void validate(const Parser& p, const JobConfig& c, bool folder_datasets) {
+void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   auto require = [&p](bool ok, const std::string& key, const std::string& expected,
                       const std::string& got) {
     if (!ok) p.fail_key(p.line_for(key), key, "expected " + expected + ", got " + got);
@@ -125,6 +179,7 @@ void validate(const Parser& p, const JobConfig& c, bool folder_datasets) {
     p.fail_key(p.line_for("training." + e->key), "training." + e->key, e->problem);
   }
   validate_precision(p, c);
+  validate_objective(p, c);
 
   const auto& w = c.worker;
   require(w.vram_budget_gb == 0 || w.device != "cpu", "worker.vram_budget_gb",

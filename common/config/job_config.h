@@ -101,7 +101,8 @@ struct JobConfig {
   // empty after parsing. Form 1 gives one dataset with train_data_dir/reg_data_dir and
   // folder_defaults; forms 2 and 3 give the listed datasets and subsets.
   std::vector<DatasetConfig> datasets;
-  // "<file>:<line>: ..." notes for the log: ignored kohya keys, ignored subsets and dirs.
+  // "<file>:<line>: ..." notes for the log: ignored kohya keys, ignored subsets and dirs, and
+  // kohya's warnings about other keys (zero_terminal_snr without v_parameterization).
   std::vector<std::string> dataset_warnings;
 
   std::string source_name;          // file path (or "<string>") the config came from

@@ -140,6 +140,38 @@
       "kohya --full_bf16: LoRA weights and gradients in bf16 (needs mixed_precision bf16)")        \
   KEY(bool, gradient_checkpointing, false, KeyRule::any(),                                         \
       "kohya --gradient_checkpointing: recompute each block in backward")                          \
+  KEY(std::string, loss_type, "l2", KeyRule::one_of({"l2", "l1", "huber", "smooth_l1"}),           \
+      "kohya --loss_type: the element-wise loss")                                                  \
+  KEY(std::string, huber_schedule, "snr", KeyRule::one_of({"constant", "exponential", "snr"}),     \
+      "kohya --huber_schedule: each sample's Huber c from its timestep")                           \
+  KEY(double, huber_c, 0.1, KeyRule::in_range(0, 1), "kohya --huber_c: in (0, 1]")                 \
+  KEY(double, huber_scale, 1.0, KeyRule::at_least(0), "kohya --huber_scale")                       \
+  KEY(std::optional<double>, min_snr_gamma, std::nullopt, KeyRule::at_least(0),                    \
+      "kohya --min_snr_gamma: min-SNR loss weighting (Hang et al. 2023; 5 is common)")             \
+  KEY(bool, scale_v_pred_loss_like_noise_pred, false, KeyRule::any(),                              \
+      "kohya --scale_v_pred_loss_like_noise_pred (needs v_parameterization)")                      \
+  KEY(std::optional<double>, v_pred_like_loss, std::nullopt, KeyRule::at_least(0),                 \
+      "kohya --v_pred_like_loss: adds a v-prediction-like loss times this")                        \
+  KEY(bool, debiased_estimation_loss, false, KeyRule::any(), "kohya --debiased_estimation_loss")   \
+  KEY(double, noise_offset, 0.0, KeyRule::at_least(0).note("0 = off"),                             \
+      "kohya --noise_offset (crosslabs' offset noise)")                                            \
+  KEY(bool, noise_offset_random_strength, false, KeyRule::any(),                                   \
+      "kohya --noise_offset_random_strength: the offset ~ U[0, noise_offset) per batch")           \
+  KEY(std::optional<double>, adaptive_noise_scale, std::nullopt, KeyRule::any(),                   \
+      "kohya --adaptive_noise_scale: offset + scale * |latent mean| per channel")                  \
+  KEY(int, multires_noise_iterations, 0, KeyRule::at_least(0).note("0 = off"),                     \
+      "kohya --multires_noise_iterations: pyramid noise levels")                                   \
+  KEY(double, multires_noise_discount, 0.3, KeyRule::in_range(0, 1),                               \
+      "kohya --multires_noise_discount")                                                           \
+  KEY(double, ip_noise_gamma, 0.0, KeyRule::at_least(0).note("0 = off"),                           \
+      "kohya --ip_noise_gamma: input perturbation noise (Ning et al. 2023)")                       \
+  KEY(bool, ip_noise_gamma_random_strength, false, KeyRule::any(),                                 \
+      "kohya --ip_noise_gamma_random_strength: gamma ~ U[0, ip_noise_gamma) per batch")            \
+  KEY(int, min_timestep, 0, KeyRule::in_range(0, 999), "kohya --min_timestep")                     \
+  KEY(int, max_timestep, 1000, KeyRule::in_range(1, 1000),                                         \
+      "kohya --max_timestep: timesteps are drawn from [min_timestep, max_timestep)")               \
+  KEY(bool, zero_terminal_snr, false, KeyRule::any(),                                              \
+      "kohya --zero_terminal_snr: rescale the betas to zero terminal SNR (Lin et al. 2023)")       \
   KEY(bool, deterministic, false, KeyRule::any(),                                                  \
       "LibTorch's deterministic algorithms on CUDA (CPU runs are bit-exact either way)")
 

@@ -598,5 +598,45 @@ TEST(JobConfigLRSchedule, SchedulerArgsInKohyasKeyValueForm) {
             "\"multiple:step,...,last_multiple\", e.g. \"1:100,0.5:500,0.1\", got '1:x'");
 }
 
+// kohya's preconditions of the noise and loss keys (train_util.verify_training_args).
+TEST(JobConfigObjective, KohyasPreconditionsNameTheKey) {
+  const JobConfig ok = parse_job_config(
+      training("  loss_type: huber\n  huber_schedule: exponential\n  min_snr_gamma: 5\n"
+               "  noise_offset: 0.0357\n  adaptive_noise_scale: 0.00357\n"
+               "  min_timestep: 100\n  max_timestep: 900\n"),
+      "j.yaml");
+  EXPECT_EQ(ok.training.loss_type, "huber");
+  EXPECT_DOUBLE_EQ(ok.training.min_snr_gamma.value(), 5.0);
+  EXPECT_EQ(ok.training.max_timestep, 900);
+  const std::pair<const char*, const char*> refused[] = {
+      {"  noise_offset: 0.1\n  multires_noise_iterations: 6\n",
+       "job.yaml:8: key 'training.multires_noise_iterations': expected 0 with "
+       "training.noise_offset (kohya cannot enable both), got 6"},
+      {"  adaptive_noise_scale: 0.01\n",
+       "job.yaml:7: key 'training.adaptive_noise_scale': needs training.noise_offset > 0 (as "
+       "kohya)"},
+      {"  scale_v_pred_loss_like_noise_pred: true\n",
+       "job.yaml:7: key 'training.scale_v_pred_loss_like_noise_pred': needs "
+       "model.v_parameterization: true (as kohya)"},
+      {"  min_timestep: 500\n  max_timestep: 500\n",
+       "job.yaml:8: key 'training.max_timestep': expected more than training.min_timestep "
+       "(500), got 500"},
+      {"  loss_type: huber\n  huber_c: 0\n",
+       "job.yaml:8: key 'training.huber_c': expected a number in (0, 1] for loss_type huber, "
+       "got 0"},
+      {"  loss_type: mse\n",
+       "job.yaml:7: key 'training.loss_type': expected one of: l2, l1, huber, smooth_l1, got "
+       "'mse'"}};
+  for (const auto& [keys, message] : refused) EXPECT_EQ(error_of(training(keys)), message);
+  EXPECT_NE(error_of(training("  zero_terminal_snr: true\n  min_snr_gamma: 5\n"))
+                .find("key 'training.zero_terminal_snr': needs model.v_parameterization: true"),
+            std::string::npos);
+  const JobConfig zt = parse_job_config(training("  zero_terminal_snr: true\n"), "j.yaml");
+  ASSERT_EQ(zt.dataset_warnings.size(), 1u);
+  EXPECT_EQ(zt.dataset_warnings[0],
+            "j.yaml:7: key 'training.zero_terminal_snr': without model.v_parameterization "
+            "training is unexpected (as kohya warns)");
+}
+
 }  // namespace
 }  // namespace lf

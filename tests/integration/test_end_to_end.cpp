@@ -181,6 +181,39 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   expect_same_lora(straight + "/e2e.safetensors", cont + "/e2e.safetensors");
 }
 
+// kohya's noise, timestep and loss options (issue 12) draw only from the seeded per-step
+// streams: both ranks stay identical every step, and N + --resume N gives the same bytes as 2N.
+// The options change the result (the LoRA differs from the plain objective's).
+TEST_F(EndToEnd, KohyaNoiseAndLossOptionsKeepRanksInSyncAndResumeExact) {
+  const int cport = free_port(), mport = free_port();
+  const std::string recipe =
+      "  loss_type: huber\n  huber_schedule: snr\n  min_snr_gamma: 5\n  noise_offset: 0.05\n"
+      "  noise_offset_random_strength: true\n  adaptive_noise_scale: 0.01\n"
+      "  ip_noise_gamma: 0.1\n  ip_noise_gamma_random_strength: true\n  min_timestep: 100\n"
+      "  max_timestep: 900\n";
+  const std::string straight = (dir_ / "straight").string();
+  RunResult a = run_job(write_config("a.yaml", straight, 4, 0, cport, mport, 0, "", "", recipe),
+                        cport, 2, "--verify-sync-every 1");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string split = (dir_ / "split").string();
+  const std::string cfg = write_config("b.yaml", split, 4, 0, cport, mport, 0, "", "", recipe);
+  RunResult b1 = run_job(cfg, cport, 2, "--stop-at-step 2");
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  RunResult b2 = run_job(cfg, cport, 2, "--resume " + split);
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
+  const std::string plain = (dir_ / "plain").string();
+  RunResult c = run_job(write_config("c.yaml", plain, 4, 0, cport, mport, 0), cport, 2, "");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const auto with = lf::load_safetensors(straight + "/e2e.safetensors");
+  const auto without = lf::load_safetensors(plain + "/e2e.safetensors");
+  bool differs = false;
+  for (const auto& [key, tensor] : with.tensors) {
+    differs = differs || !at::equal(tensor, without.tensors.at(key));
+  }
+  EXPECT_TRUE(differs) << "the noise and loss options changed nothing";
+}
+
 // Issue 3's data path end to end on 2 ranks: per-sample flip, caption shuffle and tag dropout
 // planned by the coordinator, reg_selection rotate over 9 reg images, latents and text-encoder
 // outputs cached on disk, two batches per optimizer step. A run stopped at step 4 and resumed

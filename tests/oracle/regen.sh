@@ -73,6 +73,8 @@ nice "${PY}" "${ORACLE}/make_schedule_fixture.py" --output "${TMP}/ddpm_v_predic
 install_fixture "${TMP}/ddpm_v_prediction.safetensors" "${OUT}/ddpm_v_prediction.safetensors"
 nice "${PY}" "${ORACLE}/make_lr_schedule_fixture.py" --output "${TMP}/lr_schedules.json"
 install_fixture "${TMP}/lr_schedules.json" "${OUT}/lr_schedules.json"
+nice "${PY}" "${ORACLE}/make_loss_fixture.py" --output "${TMP}/loss_recipe.safetensors"
+install_fixture "${TMP}/loss_recipe.safetensors" "${OUT}/loss_recipe.safetensors"
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
 #    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture

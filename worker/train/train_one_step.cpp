@@ -66,8 +66,7 @@ double forward_backward(TrainingSession& s, const EpochPlan& plan, std::int64_t 
       }
       r.local_samples += static_cast<int>(in->latents.size(0));
       auto gen = make_noise_generator(s.job.shared_seed, s.rank, state.global_step, k - begin);
-      loss_sum = compute_loss_sum(s.base.models.unet, s.noise_schedule, *in, gen,
-                                  s.config.model.v_parameterization);
+      loss_sum = compute_loss_sum(s.base.models.unet, s.noise_schedule, *in, gen, s.recipe);
     }
     if (s.loss_scaler) {
       ((loss_sum / r.global_samples) * loss_scale).backward();  // GradScaler.scale(loss)

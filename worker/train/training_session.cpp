@@ -20,6 +20,7 @@
 #include "worker/io/lora_file.h"
 #include "worker/train/lr_schedule_setup.h"
 #include "worker/train/model_identity.h"
+#include "worker/train/recipe_setup.h"
 #include "worker/train/resume_point.h"
 #include "worker/train/rng_streams.h"
 #include "worker/train/run_precision.h"
@@ -309,6 +310,8 @@ void TrainingSession::prepare_data() {
       });
   // base_lr 1: the schedule's factor, which each group's lr multiplies.
   lr_schedule = lr_schedule_options(config.training, job.max_train_steps);
+  noise_schedule = noise_schedule_for(config);
+  recipe = diffusion_recipe(config);
 }
 
 // Fills the caches before training where that lets a frozen model leave the device (kohya

@@ -22,6 +22,7 @@
 #include "worker/core/train/noise_schedule.h"
 #include "worker/core/train/optimizer.h"
 #include "worker/core/train/precision.h"
+#include "worker/core/train/train_step.h"
 #include "worker/dist/communicator.h"
 #include "worker/io/checkpoint.h"
 #include "worker/rpc/coordinator_client.h"
@@ -83,7 +84,8 @@ class TrainingSession {
   std::unique_ptr<TextEncoderStack> encoders;
   std::unique_ptr<TextCache> texts;  // null while the text encoders' LoRA trains
   std::unique_ptr<LatentCache> latents;
-  DDPMNoiseSchedule noise_schedule;
+  DDPMNoiseSchedule noise_schedule;  // with kohya's zero_terminal_snr
+  DiffusionRecipe recipe;            // kohya's noise, timestep and loss options
   LRScheduleOptions lr_schedule;  // base_lr 1: the factor each group's lr multiplies
   // worker.vram_budget_gb: streams the UNet blocks not kept resident (null: none). Declared
   // last, so it lets go of the blocks' hooks before the models go.

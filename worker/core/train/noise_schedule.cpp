@@ -11,8 +11,25 @@
 
 namespace lf {
 
+namespace {
+
+// Lin et al. 2023 algorithm 1: sqrt(abar) shifted to end at 0 and scaled to start where it did,
+// turned back into betas.
+torch::Tensor enforce_zero_terminal_snr(const torch::Tensor& betas) {
+  torch::Tensor s = torch::cumprod(1.0 - betas, 0).sqrt();
+  const torch::Tensor s0 = s[0].clone();
+  const torch::Tensor s_last = s[-1].clone();
+  s = (s - s_last) * (s0 / (s0 - s_last));
+  const torch::Tensor abar = s.pow(2);
+  const torch::Tensor alphas =
+      torch::cat({abar.slice(0, 0, 1), abar.slice(0, 1) / abar.slice(0, 0, -1)});
+  return 1.0 - alphas;
+}
+
+}  // namespace
+
 DDPMNoiseSchedule::DDPMNoiseSchedule(int64_t num_train_timesteps, double beta_start,
-                                     double beta_end)
+                                     double beta_end, bool zero_terminal_snr)
     : num_train_timesteps_(num_train_timesteps) {
   if (num_train_timesteps < 2 || !(beta_start > 0) || !(beta_end < 1) ||
       !(beta_start <= beta_end)) {
@@ -23,11 +40,13 @@ DDPMNoiseSchedule::DDPMNoiseSchedule(int64_t num_train_timesteps, double beta_st
   const auto f64 = torch::dtype(torch::kFloat64);
   torch::Tensor betas =
       torch::linspace(std::sqrt(beta_start), std::sqrt(beta_end), num_train_timesteps, f64).pow(2);
+  if (zero_terminal_snr) betas = enforce_zero_terminal_snr(betas);
   torch::Tensor abar = torch::cumprod(1.0 - betas, /*dim=*/0);
   betas_ = betas.to(torch::kFloat32);
   alphas_cumprod_ = abar.to(torch::kFloat32);
   sqrt_alphas_cumprod_ = abar.sqrt().to(torch::kFloat32);
   sqrt_one_minus_alphas_cumprod_ = (1.0 - abar).sqrt().to(torch::kFloat32);
+  snr_ = (alphas_cumprod_.sqrt() / (1.0 - alphas_cumprod_).sqrt()).pow(2);
 }
 
 namespace {

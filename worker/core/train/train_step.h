@@ -1,14 +1,15 @@
 // One training step's loss (epsilon or v prediction), shared by the worker and the GPU
-// benchmark: draw noise and timesteps, noise the latents, run the UNet, weighted per-sample MSE.
-// Mirrors
-// kohya train_network.py process_batch / train_util.get_noise_noisy_latents_and_timesteps
-// (no noise offset, no SNR weighting, loss_type l2).
+// benchmark: draw noise and timesteps, noise the latents, run the UNet, kohya's per-sample loss
+// and weightings. Mirrors kohya train_network.py process_batch /
+// train_util.get_noise_noisy_latents_and_timesteps with the recipe's noise and loss options.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include "model/unet.h"
+#include "train/loss_weighting.h"
+#include "train/noise_recipe.h"
 #include "train/noise_schedule.h"
 
 namespace lf {
@@ -23,18 +24,25 @@ struct StepInputs {
   torch::Tensor loss_mask;     // [B, 1, h, w] in [0, 1] (alpha_mask), or undefined for none
 };
 
-// Draws, on the CPU `generator` in this order, noise ~ N(0, 1) [B, 4, h, w] float32 and then
-// timesteps ~ UniformInt[0, T) [B] int64, moves them to the latents' device (noise cast to the
-// latents' dtype), computes x_t = add_noise(latents, noise, t), pred = unet(x_t, t, context, y)
-// and returns sum_b per_sample_mse(pred, target)[b] * loss_weights[b], target = noise, or with
-// v_parameterization the velocity (kohya --v_parameterization), as a 0-dim float32 tensor on
-// the latents' device (differentiable w.r.t. the LoRA parameters). The caller divides by the
-// global batch size and calls backward(). B must be >= 1: a rank with no samples must skip the
-// call (and contribute zero gradients to the all-reduce) itself. Seed `generator` with
+// kohya's training objective options: how the noise and timesteps are drawn, and the loss.
+struct DiffusionRecipe {
+  NoiseOptions noise;
+  LossOptions loss;  // loss.v_parameterization: kohya --v_parameterization
+};
+
+// Draws the batch's noise and timesteps on the CPU `generator` (draw_noise: with the default
+// recipe, noise ~ N(0, 1) [B, 4, h, w] float32 and then timesteps ~ U{0, T - 1} [B]), moves them
+// to the latents' device (noise cast to the latents' dtype), computes
+// x_t = add_noise(latents, input_noise, t), pred = unet(x_t, t, context, y) and returns
+// sum_b post_process_loss(per_sample_loss(pred, target) * loss_weights)[b], target = noise, or
+// the velocity with v_parameterization, as a 0-dim float32 tensor on the latents' device
+// (differentiable w.r.t. the LoRA parameters). The caller divides by the global batch size and
+// calls backward(). B must be >= 1: a rank with no samples must skip the call (and contribute
+// zero gradients to the all-reduce) itself. Seed `generator` with
 // make_cpu_generator(mix_seed(seed, rank, global_step)) for reproducible runs.
 // Throws std::invalid_argument for B == 0 or inconsistent batch sizes.
 torch::Tensor compute_loss_sum(UNetModel& unet, const DDPMNoiseSchedule& schedule,
                                const StepInputs& inputs, at::Generator& generator,
-                               bool v_parameterization = false);
+                               const DiffusionRecipe& recipe = {});
 
 }  // namespace lf
