@@ -64,23 +64,29 @@
       "where disk caches go (empty: <output_dir>/cache)")
 
 // network: kohya --network_* arguments and networks.lora's network_args.
-#define LF_NETWORK_KEYS(KEY)                                                          \
-  KEY(int, network_dim, 4, KeyRule::at_least(1), "LoRA rank (kohya --network_dim)")   \
-  KEY(double, network_alpha, 1.0, KeyRule::at_least(0),                               \
-      "LoRA alpha: scale = alpha / rank; 0 means the rank (kohya --network_alpha)")   \
-  KEY(std::string, network_weights, "", KeyRule::any(),                               \
-      "an existing LoRA file to continue training from (kohya --network_weights)")    \
-  KEY(int, conv_dim, 0, KeyRule::at_least(0).note("0 = no conv LoRA"),                \
-      "rank of the 3x3-conv LoRA (LoCon, kohya network_args conv_dim)")               \
-  KEY(double, conv_alpha, 1.0, KeyRule::at_least(0),                                  \
-      "alpha of the 3x3-conv LoRA; 0 means conv_dim (kohya network_args conv_alpha)") \
-  KEY(bool, network_train_unet_only, false, KeyRule::any(),                           \
-      "kohya --network_train_unet_only: no text-encoder modules")                     \
-  KEY(bool, network_train_text_encoder_only, false, KeyRule::any(),                   \
-      "kohya --network_train_text_encoder_only: no UNet modules")                     \
-  KEY(std::optional<double>, unet_lr, std::nullopt, KeyRule::at_least(0),             \
-      "kohya --unet_lr: unset = learning_rate; 0 leaves the UNet out of the network") \
-  KEY(std::optional<double>, text_encoder_lr, std::nullopt, KeyRule::at_least(0),     \
+#define LF_NETWORK_KEYS(KEY)                                                                     \
+  KEY(int, network_dim, 4, KeyRule::at_least(1), "LoRA rank (kohya --network_dim)")              \
+  KEY(double, network_alpha, 1.0, KeyRule::at_least(0),                                          \
+      "LoRA alpha: scale = alpha / rank; 0 means the rank (kohya --network_alpha)")              \
+  KEY(std::string, network_weights, "", KeyRule::any(),                                          \
+      "an existing LoRA file to continue training from (kohya --network_weights)")               \
+  KEY(int, conv_dim, 0, KeyRule::at_least(0).note("0 = no conv LoRA"),                           \
+      "rank of the 3x3-conv LoRA (LoCon, kohya network_args conv_dim)")                          \
+  KEY(double, conv_alpha, 1.0, KeyRule::at_least(0),                                             \
+      "alpha of the 3x3-conv LoRA; 0 means conv_dim (kohya network_args conv_alpha)")            \
+  KEY(bool, network_train_unet_only, false, KeyRule::any(),                                      \
+      "kohya --network_train_unet_only: no text-encoder modules")                                \
+  KEY(bool, network_train_text_encoder_only, false, KeyRule::any(),                              \
+      "kohya --network_train_text_encoder_only: no UNet modules")                                \
+  KEY(std::optional<double>, loraplus_lr_ratio, std::nullopt, KeyRule::at_least(0),              \
+      "LoRA+ (Hayou et al. 2024): lora_up weights train at this times their part's lr")          \
+  KEY(std::optional<double>, loraplus_unet_lr_ratio, std::nullopt, KeyRule::at_least(0),         \
+      "LoRA+ ratio of the UNet's lora_up weights (over loraplus_lr_ratio)")                      \
+  KEY(std::optional<double>, loraplus_text_encoder_lr_ratio, std::nullopt, KeyRule::at_least(0), \
+      "LoRA+ ratio of the text encoders' lora_up weights")                                       \
+  KEY(std::optional<double>, unet_lr, std::nullopt, KeyRule::at_least(0),                        \
+      "kohya --unet_lr: unset = learning_rate; 0 leaves the UNet out of the network")            \
+  KEY(std::optional<double>, text_encoder_lr, std::nullopt, KeyRule::at_least(0),                \
       "kohya --text_encoder_lr: unset = learning_rate; 0 leaves the text encoders out")
 
 // training: kohya train_network.py's training arguments.

@@ -48,6 +48,15 @@ TEST(LoRAFile, MetadataCarriesKohyaKeys) {
   EXPECT_EQ(m.at("ss_seed"), "9");
   EXPECT_EQ(m.at("ss_sd_model_name"), "base.safetensors");
   EXPECT_EQ(m.at("ss_base_model_version"), "sd_v1");
+  // The objective options kohya records, at kohya's unset defaults.
+  EXPECT_EQ(m.at("ss_noise_offset"), "None");
+  EXPECT_EQ(m.at("ss_min_snr_gamma"), "None");
+  EXPECT_EQ(m.at("ss_loss_type"), "l2");
+  EXPECT_EQ(m.at("ss_huber_schedule"), "snr");
+  EXPECT_EQ(m.at("ss_huber_c"), "0.1");
+  EXPECT_EQ(m.at("ss_multires_noise_discount"), "0.3");
+  EXPECT_EQ(m.at("ss_debiased_estimation"), "False");
+  EXPECT_EQ(m.at("ss_loraplus_lr_ratio"), "None");
   EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v1/lora");
   EXPECT_EQ(m.at("modelspec.resolution"), "384x256");
 }
@@ -226,6 +235,37 @@ TEST(LoRAFile, PeftAdapterMetadataParses) {
   EXPECT_TRUE(m.at("text_encoder_2").use_rslora);
   EXPECT_EQ(m.at("").lora_alpha, 3.0);
   EXPECT_THROW(parse_peft_adapter_metadata("{oops"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace lf
+
+namespace lf {
+namespace {
+
+// A recipe with LoRA+, noise offset, min-SNR and Huber: kohya's ss_* values, as str() of args.
+TEST(LoRAFile, MetadataRecordsTheObjectiveOptions) {
+  const JobConfig c = parse_job_config(
+      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
+      "dataset:\n  train_data_dir: /d\n"
+      "network:\n  loraplus_lr_ratio: 16\n"
+      "training:\n  noise_offset: 0.0357\n  min_snr_gamma: 5\n  loss_type: huber\n"
+      "  huber_schedule: exponential\n  multires_noise_discount: 0.4\n  ip_noise_gamma: 0.1\n"
+      "  min_timestep: 100\n  debiased_estimation_loss: true\n",
+      "t.yaml");
+  LoRATrainingFacts f;
+  f.family = "sd1";
+  const auto m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_loraplus_lr_ratio"), "16.0");
+  EXPECT_EQ(m.at("ss_noise_offset"), "0.0357");
+  EXPECT_EQ(m.at("ss_min_snr_gamma"), "5.0");
+  EXPECT_EQ(m.at("ss_loss_type"), "huber");
+  EXPECT_EQ(m.at("ss_huber_schedule"), "exponential");
+  EXPECT_EQ(m.at("ss_multires_noise_discount"), "0.4");
+  EXPECT_EQ(m.at("ss_ip_noise_gamma"), "0.1");
+  EXPECT_EQ(m.at("ss_min_timestep"), "100");
+  EXPECT_EQ(m.at("ss_max_timestep"), "None");
+  EXPECT_EQ(m.at("ss_debiased_estimation"), "True");
 }
 
 }  // namespace

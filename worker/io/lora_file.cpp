@@ -31,6 +31,32 @@ std::string basename_of(const std::string& path) {
 
 std::string optional_lr(const std::optional<double>& lr) { return lr ? py_float(*lr) : "None"; }
 
+// kohya train_network's metadata of the LoRA+, noise, timestep and loss options: str() of the
+// arguments, "None" for kohya's unset defaults (lorafleet's 0 = off).
+void add_objective_metadata(std::map<std::string, std::string>& m, const JobConfig& c) {
+  const TrainingSection& t = c.training;
+  auto off_is_none = [](double v) { return v == 0 ? std::string("None") : py_float(v); };
+  m["ss_loraplus_lr_ratio"] = optional_lr(c.network.loraplus_lr_ratio);
+  m["ss_loraplus_unet_lr_ratio"] = optional_lr(c.network.loraplus_unet_lr_ratio);
+  m["ss_loraplus_text_encoder_lr_ratio"] = optional_lr(c.network.loraplus_text_encoder_lr_ratio);
+  m["ss_noise_offset"] = off_is_none(t.noise_offset);
+  m["ss_noise_offset_random_strength"] = py_bool(t.noise_offset_random_strength);
+  m["ss_adaptive_noise_scale"] = optional_lr(t.adaptive_noise_scale);
+  m["ss_multires_noise_iterations"] =
+      t.multires_noise_iterations > 0 ? std::to_string(t.multires_noise_iterations) : "None";
+  m["ss_multires_noise_discount"] = py_float(t.multires_noise_discount);
+  m["ss_ip_noise_gamma"] = off_is_none(t.ip_noise_gamma);
+  m["ss_ip_noise_gamma_random_strength"] = py_bool(t.ip_noise_gamma_random_strength);
+  m["ss_min_snr_gamma"] = optional_lr(t.min_snr_gamma);
+  m["ss_debiased_estimation"] = py_bool(t.debiased_estimation_loss);
+  m["ss_zero_terminal_snr"] = py_bool(t.zero_terminal_snr);
+  m["ss_loss_type"] = t.loss_type;
+  m["ss_huber_schedule"] = t.huber_schedule;
+  m["ss_huber_c"] = py_float(t.huber_c);
+  m["ss_min_timestep"] = t.min_timestep > 0 ? std::to_string(t.min_timestep) : "None";
+  m["ss_max_timestep"] = t.max_timestep < 1000 ? std::to_string(t.max_timestep) : "None";
+}
+
 // The JSON text of a string, as json.dumps writes it.
 std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
@@ -78,6 +104,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
                            json_string("conv_alpha") + ": " +
                            json_string(py_float(c.network.conv_alpha)) + "}";
   }
+  add_objective_metadata(m, c);
   m["ss_mixed_precision"] = tr.mixed_precision;
   m["ss_full_fp16"] = py_bool(tr.full_fp16);
   const bool sdxl = f.family == "sdxl", v2 = f.family == "sd2";
@@ -103,9 +130,6 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
                       "),eps=" + py_float(tr.adam_epsilon) + ")";
   m["ss_max_grad_norm"] = py_float(tr.max_grad_norm);
   m["ss_prior_loss_weight"] = py_float(tr.prior_loss_weight);
-  m["ss_min_snr_gamma"] = "None";
-  m["ss_noise_offset"] = "None";
-  m["ss_loss_type"] = "l2";
   m["ss_sd_model_name"] = basename_of(c.model.pretrained_model_name_or_path);
   const DatasetConfig first_dataset = c.datasets.empty() ? DatasetConfig{} : c.datasets[0];
   const BucketOptions& b = first_dataset.buckets;

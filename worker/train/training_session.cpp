@@ -18,6 +18,7 @@
 #include "worker/core/model/state_dict.h"
 #include "worker/dist/parameter_sync.h"
 #include "worker/io/lora_file.h"
+#include "worker/train/lora_param_lrs.h"
 #include "worker/train/lr_schedule_setup.h"
 #include "worker/train/model_identity.h"
 #include "worker/train/recipe_setup.h"
@@ -235,13 +236,14 @@ void TrainingSession::build_optimizer() {
   adam.weight_decay = tr.adam_weight_decay;
   unet_lr = config.network.unet_lr.value_or(tr.learning_rate);
   text_encoder_lr = config.network.text_encoder_lr.value_or(tr.learning_rate);
-  std::vector<double> lr_of_param(params.size(), unet_lr);
   std::set<const void*> te_params;
   for (const auto& p : lora->text_encoder_parameters()) te_params.insert(p.unsafeGetTensorImpl());
+  std::vector<bool> is_te(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
-    if (te_params.count(params[i].unsafeGetTensorImpl())) lr_of_param[i] = text_encoder_lr;
+    is_te[i] = te_params.count(params[i].unsafeGetTensorImpl()) != 0;
   }
-  optimizer = std::make_unique<LoRAOptimizer>(params, adam, lr_of_param);
+  optimizer =
+      std::make_unique<LoRAOptimizer>(params, adam, lora_parameter_lrs(config, param_names, is_te));
 }
 
 // The position to continue at: the checkpoint's, or a fresh one.
