@@ -72,11 +72,6 @@ void validate_objective(const Parser& p, JobConfig& c) {
   auto fail = [&p](const std::string& key, const std::string& problem) {
     p.fail_key(p.line_for(key), key, problem);
   };
-  if (t.noise_offset > 0 && t.multires_noise_iterations > 0) {
-    fail("training.multires_noise_iterations",
-         "expected 0 with training.noise_offset (kohya cannot enable both), got " +
-             std::to_string(t.multires_noise_iterations));
-  }
   if (t.adaptive_noise_scale && t.noise_offset == 0) {
     fail("training.adaptive_noise_scale", "needs training.noise_offset > 0 (as kohya)");
   }
@@ -90,32 +85,55 @@ void validate_objective(const Parser& p, JobConfig& c) {
     fail("training.scale_v_pred_loss_like_noise_pred",
          "needs model.v_parameterization: true (as kohya)");
   }
-  if (t.v_pred_like_loss && v) {
+  if (t.v_pred_like_loss.value_or(0) != 0 && v) {
     fail("training.v_pred_like_loss",
          "is for noise prediction: not with model.v_parameterization (as kohya)");
   }
-  if (t.min_timestep >= t.max_timestep) {
-    fail("training.max_timestep", "expected more than training.min_timestep (" +
-                                      std::to_string(t.min_timestep) + "), got " +
-                                      std::to_string(t.max_timestep));
+  // kohya get_timesteps: min == max trains every sample at that one timestep (below 1000).
+  if (t.min_timestep > t.max_timestep ||
+      (t.min_timestep == t.max_timestep && t.max_timestep > 999)) {
+    fail("training.max_timestep",
+         "expected at least training.min_timestep (" + std::to_string(t.min_timestep) +
+             "; equal: one fixed timestep below 1000), got " + std::to_string(t.max_timestep));
   }
   if ((t.loss_type == "huber" || t.loss_type == "smooth_l1") && !(t.huber_c > 0)) {
     fail("training.huber_c",
          "expected a number in (0, 1] for loss_type " + t.loss_type + ", got 0");
   }
   if (t.zero_terminal_snr && !v) {
-    // The last timestep's SNR is 0: noise prediction is undefined there, and kohya's min-SNR
-    // and debiased weights divide by it.
-    if (t.min_snr_gamma || t.debiased_estimation_loss) {
-      fail("training.zero_terminal_snr",
-           "needs model.v_parameterization: true with min_snr_gamma or "
-           "debiased_estimation_loss (their noise-prediction weights divide by the SNR, 0 at "
-           "the last timestep)");
-    }
     c.dataset_warnings.push_back(
         c.source_name + ":" + std::to_string(p.line_for("training.zero_terminal_snr")) +
         ": key 'training.zero_terminal_snr': without "
         "model.v_parameterization training is unexpected (as kohya warns)");
+  }
+}
+
+// LoRA+ ratios: a ratio of 0 would freeze every lora_up weight (initialised to zero), leaving the
+// LoRA a no-op.
+void validate_loraplus(const Parser& p, const JobConfig& c) {
+  const auto& n = c.network;
+  const std::pair<const char*, const std::optional<double>*> ratios[] = {
+      {"network.loraplus_lr_ratio", &n.loraplus_lr_ratio},
+      {"network.loraplus_unet_lr_ratio", &n.loraplus_unet_lr_ratio},
+      {"network.loraplus_text_encoder_lr_ratio", &n.loraplus_text_encoder_lr_ratio}};
+  for (const auto& [key, ratio] : ratios) {
+    if (*ratio && !(**ratio > 0)) {
+      p.fail_key(p.line_for(key), key, "expected a number > 0 (lora_up would not train), got 0");
+    }
+  }
+}
+
+// kohya's retention keys thin out saves that must exist.
+void validate_saving(const Parser& p, const JobConfig& c) {
+  const auto& t = c.training;
+  if (t.save_last_n_steps > 0 && t.save_every_n_steps == 0) {
+    p.fail_key(p.line_for("training.save_last_n_steps"), "training.save_last_n_steps",
+               "needs training.save_every_n_steps > 0 (it removes the older step saves)");
+  }
+  if (t.save_last_n_epochs > 0 && t.save_every_n_epochs == 0 && t.save_n_epoch_ratio == 0) {
+    p.fail_key(p.line_for("training.save_last_n_epochs"), "training.save_last_n_epochs",
+               "needs training.save_every_n_epochs or save_n_epoch_ratio > 0 (it removes the "
+               "older epoch saves)");
   }
 }
 
@@ -180,6 +198,8 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   }
   validate_precision(p, c);
   validate_objective(p, c);
+  validate_saving(p, c);
+  validate_loraplus(p, c);
 
   const auto& w = c.worker;
   require(w.vram_budget_gb == 0 || w.device != "cpu", "worker.vram_budget_gb",

@@ -126,6 +126,14 @@
       "when > 0, the steps of that many epochs instead of max_train_steps")                        \
   KEY(int, save_every_n_steps, 0, KeyRule::at_least(0),                                            \
       "checkpoint period in optimizer steps; 0 saves only at the end")                             \
+  KEY(int, save_every_n_epochs, 0, KeyRule::at_least(0).note("0 = off"),                           \
+      "kohya --save_every_n_epochs: a checkpoint and <output_name>-NNNNNN after every Nth epoch")  \
+  KEY(int, save_n_epoch_ratio, 0, KeyRule::at_least(0).note("0 = off"),                            \
+      "kohya --save_n_epoch_ratio: at least this many epoch saves (over save_every_n_epochs)")     \
+  KEY(int, save_last_n_epochs, 0, KeyRule::at_least(0).note("0 keeps all"),                        \
+      "kohya --save_last_n_epochs: keep only the last N epoch LoRA files")                         \
+  KEY(int, save_last_n_steps, 0, KeyRule::at_least(0).note("0 keeps all"),                         \
+      "kohya --save_last_n_steps: remove step LoRA files older than N steps")                      \
   KEY(double, prior_loss_weight, 1.0, KeyRule::at_least(0),                                        \
       "loss weight of regularization samples (kohya --prior_loss_weight)")                         \
   KEY(double, max_grad_norm, 1.0, KeyRule::at_least(0).note("0 disables clipping"),                \

@@ -52,10 +52,12 @@ std::optional<std::string> read_step_rules(const std::string& text, LRSchedulerA
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     const auto colon = parts[i].find(':');
     const std::optional<double> m = number(parts[i].substr(0, colon));
-    const std::optional<double> s =
-        colon == std::string::npos ? std::nullopt : number(parts[i].substr(colon + 1));
-    if (!m || !s || *s < 0 || *s != std::floor(*s)) return form + ", got '" + parts[i] + "'";
-    out.step_rules.emplace_back(static_cast<std::int64_t>(*s), *m);
+    const std::string steps = colon == std::string::npos ? "" : trim(parts[i].substr(colon + 1));
+    // Python's int(): digits only ("10.0" is refused, as diffusers' int() refuses it).
+    if (!m || steps.empty() || steps.find_first_not_of("0123456789") != std::string::npos) {
+      return form + ", got '" + parts[i] + "'";
+    }
+    out.step_rules.emplace_back(std::stoll(steps), *m);
   }
   const std::optional<double> last = number(parts.back());
   if (!last) return form + ", got '" + parts.back() + "' as the last multiple";
@@ -66,6 +68,7 @@ std::optional<std::string> read_step_rules(const std::string& text, LRSchedulerA
 // The arguments each schedule takes through lr_scheduler_args (kohya passes the others itself).
 const std::map<std::string, std::vector<std::string>>& accepted_args() {
   static const std::map<std::string, std::vector<std::string>> args = {
+      {"cosine", {"num_cycles"}},
       {"polynomial", {"lr_end"}},
       {"cosine_with_min_lr", {"min_lr"}},
       {"warmup_stable_decay", {"warmup_type", "decay_type"}},
@@ -86,13 +89,13 @@ const std::map<std::string, std::string>& named_by_kohya() {
 
 std::optional<std::string> read_arg(const std::string& scheduler, const std::string& key,
                                     const std::string& value, LRSchedulerArgs& out) {
-  const auto named = named_by_kohya().find(key);
-  if (named != named_by_kohya().end()) {
-    return "'" + key + "' is set by training." + named->second + " (as kohya passes it)";
-  }
   const auto it = accepted_args().find(scheduler);
   const bool accepted = it != accepted_args().end() &&
                         std::find(it->second.begin(), it->second.end(), key) != it->second.end();
+  const auto named = named_by_kohya().find(key);
+  if (!accepted && named != named_by_kohya().end()) {
+    return "'" + key + "' is set by training." + named->second + " (as kohya passes it)";
+  }
   if (!accepted) {
     std::string list;
     if (it != accepted_args().end()) {
@@ -100,6 +103,12 @@ std::optional<std::string> read_arg(const std::string& scheduler, const std::str
     }
     return "'" + key + "' is not an argument of the " + scheduler + " schedule (" +
            (list.empty() ? "it takes none here" : "it takes: " + list) + ")";
+  }
+  if (key == "num_cycles") {
+    const std::optional<double> d = number(value);
+    if (!d || *d <= 0) return "expected num_cycles=<a number > 0>, got '" + value + "'";
+    out.cosine_num_cycles = *d;
+    return std::nullopt;
   }
   if (key == "lr_end" || key == "min_lr") {
     const std::optional<double> d = number(value);

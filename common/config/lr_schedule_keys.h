@@ -20,6 +20,9 @@ struct TrainingSection;
 struct LRSchedulerArgs {
   std::optional<double> lr_end;        // polynomial: the lr reached at the end (transformers: 1e-7)
   std::optional<double> min_lr;        // cosine_with_min_lr: the floor as an absolute lr
+  // cosine: transformers' num_cycles (its cosine waves; 0.5 = one half-cosine), which kohya
+  // leaves to lr_scheduler_args for this schedule.
+  std::optional<double> cosine_num_cycles;
   std::string warmup_type = "linear";  // warmup_stable_decay: linear | cosine | 1-sqrt
   std::string decay_type = "cosine";   // warmup_stable_decay: linear | cosine | 1-sqrt
   // piecewise_constant: diffusers' step_rules "m1:s1,m2:s2,...,m_last": multiple m_i while the

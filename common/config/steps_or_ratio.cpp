@@ -25,9 +25,14 @@ std::int64_t StepsOrRatio::resolve(std::int64_t total_steps) const {
 
 std::string StepsOrRatio::text() const {
   if (!ratio) return std::to_string(steps);
-  std::ostringstream os;
-  os << *ratio;
-  return os.str();
+  // The shortest text that reads back as the same double, as Python's str() (0.123456789).
+  for (int digits = 1;; ++digits) {
+    std::ostringstream os;
+    os.imbue(std::locale::classic());
+    os.precision(digits);
+    os << *ratio;
+    if (digits >= 17 || std::stod(os.str()) == *ratio) return os.str();
+  }
 }
 
 std::optional<StepsOrRatio> parse_steps_or_ratio(const std::string& text) {

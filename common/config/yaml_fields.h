@@ -73,7 +73,8 @@ class Parser {
     });
     return typed_field(name, target);
   }
-  // Every key_field's rule, in declaration order; throws ConfigError for the first broken one.
+  // Every key_field's rule, in the order the fields were made (the dataset section's first, then
+  // the other sections in job_keys.h order); throws ConfigError for the first broken one.
   void check_rules() const;
 
   // The scalar `value` as T, or a ConfigError "expected <expected>, got ...".

@@ -538,6 +538,8 @@ TEST(JobConfigLRSchedule, WarmupAndDecayTakeKohyasStepsRatiosAndPercentages) {
   EXPECT_DOUBLE_EQ(warmup_of("10%").ratio.value(), 0.1);
   EXPECT_DOUBLE_EQ(warmup_of("\"12.5%\"").ratio.value(), 0.125);
   EXPECT_EQ(warmup_of("0.1234").resolve(999), 123);  // kohya: int(0.1234 * 999) = int(123.28)
+  EXPECT_EQ(warmup_of("0.123456789").text(), "0.123456789");  // ss_lr_warmup_steps, as str()
+  EXPECT_EQ(warmup_of("10%").text(), "0.1");
   EXPECT_EQ(error_of(training("  lr_warmup_steps: 1.5\n")),
             "job.yaml:7: key 'training.lr_warmup_steps': expected a step count (an integer) or a "
             "ratio of the total steps (a number below 1, or a percentage such as 10%), got '1.5'");
@@ -609,18 +611,16 @@ TEST(JobConfigObjective, KohyasPreconditionsNameTheKey) {
   EXPECT_DOUBLE_EQ(ok.training.min_snr_gamma.value(), 5.0);
   EXPECT_EQ(ok.training.max_timestep, 900);
   const std::pair<const char*, const char*> refused[] = {
-      {"  noise_offset: 0.1\n  multires_noise_iterations: 6\n",
-       "job.yaml:8: key 'training.multires_noise_iterations': expected 0 with "
-       "training.noise_offset (kohya cannot enable both), got 6"},
       {"  adaptive_noise_scale: 0.01\n",
        "job.yaml:7: key 'training.adaptive_noise_scale': needs training.noise_offset > 0 (as "
        "kohya)"},
       {"  scale_v_pred_loss_like_noise_pred: true\n",
        "job.yaml:7: key 'training.scale_v_pred_loss_like_noise_pred': needs "
        "model.v_parameterization: true (as kohya)"},
-      {"  min_timestep: 500\n  max_timestep: 500\n",
-       "job.yaml:8: key 'training.max_timestep': expected more than training.min_timestep "
-       "(500), got 500"},
+      {"  min_timestep: 600\n  max_timestep: 500\n",
+       "job.yaml:8: key 'training.max_timestep': expected at least training.min_timestep (600; "
+       "equal: one fixed timestep below 1000), got 500"},
+
       {"  loss_type: huber\n  huber_c: 0\n",
        "job.yaml:8: key 'training.huber_c': expected a number in (0, 1] for loss_type huber, "
        "got 0"},
@@ -628,9 +628,15 @@ TEST(JobConfigObjective, KohyasPreconditionsNameTheKey) {
        "job.yaml:7: key 'training.loss_type': expected one of: l2, l1, huber, smooth_l1, got "
        "'mse'"}};
   for (const auto& [keys, message] : refused) EXPECT_EQ(error_of(training(keys)), message);
-  EXPECT_NE(error_of(training("  zero_terminal_snr: true\n  min_snr_gamma: 5\n"))
-                .find("key 'training.zero_terminal_snr': needs model.v_parameterization: true"),
-            std::string::npos);
+  // kohya's combinations: an offset with pyramid noise, a fixed timestep, zero terminal SNR
+  // with min-SNR (its weights keep the original SNR).
+  EXPECT_NO_THROW(parse_job_config(
+      training("  noise_offset: 0.1\n  multires_noise_iterations: 6\n  min_timestep: 500\n"
+               "  max_timestep: 500\n  zero_terminal_snr: true\n  min_snr_gamma: 5\n"),
+      "j.yaml"));
+  EXPECT_EQ(error_of(std::string(kMinimal) + "network:\n  loraplus_unet_lr_ratio: 0\n"),
+            "job.yaml:6: key 'network.loraplus_unet_lr_ratio': expected a number > 0 (lora_up "
+            "would not train), got 0");
   const JobConfig zt = parse_job_config(training("  zero_terminal_snr: true\n"), "j.yaml");
   ASSERT_EQ(zt.dataset_warnings.size(), 1u);
   EXPECT_EQ(zt.dataset_warnings[0],

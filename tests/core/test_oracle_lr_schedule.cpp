@@ -57,7 +57,7 @@ std::string job_yaml(const json& args) {
 
 TEST(OracleLRSchedule, EveryKohyaScheduleMatchesTransformersAtEveryStep) {
   const json f = fixture();
-  ASSERT_EQ(f.at("cases").size(), 19u);
+  ASSERT_EQ(f.at("cases").size(), 21u);
   std::size_t compared = 0;
   for (const json& c : f.at("cases")) {
     const std::string name = c.at("name");
@@ -76,7 +76,7 @@ TEST(OracleLRSchedule, EveryKohyaScheduleMatchesTransformersAtEveryStep) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 18u * 1001u + 1000u);
+  EXPECT_EQ(compared, 20u * 1001u + 1000u);
 }
 
 // The worked case: 1000 steps, cosine, warmup 100, base 1e-4.

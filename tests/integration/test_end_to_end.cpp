@@ -214,6 +214,33 @@ TEST_F(EndToEnd, KohyaNoiseAndLossOptionsKeepRanksInSyncAndResumeExact) {
   EXPECT_TRUE(differs) << "the noise and loss options changed nothing";
 }
 
+// kohya's epoch saves (issue 12): save_every_n_epochs 1 over 3 epochs writes a checkpoint and
+// <output_name>-00000N after epochs 1 and 2 and <output_name> at the end; save_last_n_epochs 1
+// removes epoch 1's file once epoch 2's is written.
+TEST_F(EndToEnd, EpochSavesAreNamedAndThinnedOutAsKohya) {
+  const int cport = free_port(), mport = free_port();
+  const std::string out = (dir_ / "epochs").string();
+  RunResult r = run_job(
+      write_config("e.yaml", out, 1, 0, cport, mport, 0, "", "",
+                   "  max_train_epochs: 3\n  save_every_n_epochs: 1\n  save_last_n_epochs: 1\n"),
+      cport, 2, "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/e2e-000001.safetensors"));
+  ASSERT_TRUE(fs::exists(out + "/e2e-000002.safetensors"));
+  EXPECT_FALSE(fs::exists(out + "/e2e-000003.safetensors"));  // the last epoch is the final save
+  ASSERT_TRUE(fs::exists(out + "/e2e.safetensors"));
+  EXPECT_EQ(lf::load_safetensors(out + "/e2e-000002.safetensors").metadata.at("ss_epoch"), "2");
+  EXPECT_EQ(lf::load_safetensors(out + "/e2e.safetensors").metadata.at("ss_epoch"), "3");
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(out + "/checkpoints")) {
+    checkpoints += e.path().filename().string().rfind("step-", 0) == 0;
+  }
+  EXPECT_EQ(checkpoints, 3);  // after epochs 1, 2 and at the end
+  for (const auto& e : fs::directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().find("-step"), std::string::npos) << e.path();
+  }
+}
+
 // Issue 3's data path end to end on 2 ranks: per-sample flip, caption shuffle and tag dropout
 // planned by the coordinator, reg_selection rotate over 9 reg images, latents and text-encoder
 // outputs cached on disk, two batches per optimizer step. A run stopped at step 4 and resumed

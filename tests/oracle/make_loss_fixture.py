@@ -8,9 +8,10 @@ steps), with diffusers' compute_snr as the SNR. The random draws kohya takes ins
 
   inputs   latents, noise, pred [4, 4, 8, 8]; timesteps [4] = 0, 1, 500, 999 (one per sample);
            offset_noise [4, 4, 1, 1]; ip_noise [4, 4, 8, 8]; pyramid.r [L], pyramid.draw<i>
-  schedule snr [1000] (compute_snr), alphas_cumprod [1000]; zt.alphas_cumprod, zt.snr after
-           kohya fix_noise_scheduler_betas_for_zero_terminal_snr (checked against diffusers'
-           rescale_betas_zero_snr)
+  schedule snr [1000] (compute_snr), alphas_cumprod [1000]; zt.alphas_cumprod after kohya
+           fix_noise_scheduler_betas_for_zero_terminal_snr (checked against diffusers'
+           rescale_betas_zero_snr). kohya takes all_snr before that fix, so the SNR weights
+           of a zero-terminal run use `snr` too.
   noise    noise.offset (0.0357), noise.offset_adaptive (0.0357, +0.5), noise.offset_clamped
            (0.0357, -10: the clamp at 0), noise.pyramid (6 iterations, discount 0.3),
            noisy.ip (add_noise of noise + 0.1 * ip_noise)
@@ -154,7 +155,6 @@ def main():
     diffusers_zt = scheduler(rescale_betas_zero_snr=True)
     assert torch.allclose(zt.alphas_cumprod, diffusers_zt.alphas_cumprod, atol=1e-6)
     out["zt.alphas_cumprod"] = zt.alphas_cumprod.clone()
-    out["zt.snr"] = compute_snr(zt, all_timesteps).float()
 
     out["noise.offset"] = apply_noise_offset(latents, noise, 0.0357, None, offset_noise)
     out["noise.offset_adaptive"] = apply_noise_offset(latents, noise, 0.0357, 0.5, offset_noise)

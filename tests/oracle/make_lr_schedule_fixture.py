@@ -63,6 +63,11 @@ CASES = [
       "lr_scheduler_args": ["warmup_type='cosine'", "decay_type=\"1-sqrt\""]}),
     ("piecewise_constant", {"lr_scheduler": "piecewise_constant",
                             "lr_scheduler_args": ["step_rules='1:100,0.5:500,0.1:800,0.05'"]}),
+    ("cosine_num_cycles_arg", {"lr_scheduler": "cosine", "lr_warmup_steps": 50,
+                               "lr_scheduler_args": ["num_cycles=1.5"]}),
+    ("piecewise_constant_repeated_step",
+     {"lr_scheduler": "piecewise_constant",
+      "lr_scheduler_args": ["step_rules='1:100,0.5:100,0.2:300,0.1'"]}),
 ]
 
 

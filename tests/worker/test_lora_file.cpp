@@ -56,7 +56,7 @@ TEST(LoRAFile, MetadataCarriesKohyaKeys) {
   EXPECT_EQ(m.at("ss_huber_c"), "0.1");
   EXPECT_EQ(m.at("ss_multires_noise_discount"), "0.3");
   EXPECT_EQ(m.at("ss_debiased_estimation"), "False");
-  EXPECT_EQ(m.at("ss_loraplus_lr_ratio"), "None");
+  EXPECT_EQ(m.count("ss_network_args"), 0u);
   EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v1/lora");
   EXPECT_EQ(m.at("modelspec.resolution"), "384x256");
 }
@@ -256,15 +256,14 @@ TEST(LoRAFile, MetadataRecordsTheObjectiveOptions) {
   LoRATrainingFacts f;
   f.family = "sd1";
   const auto m = kohya_lora_metadata(c, f);
-  EXPECT_EQ(m.at("ss_loraplus_lr_ratio"), "16.0");
+  EXPECT_EQ(m.at("ss_network_args"), "{\"loraplus_lr_ratio\": \"16.0\"}");  // kohya network_args
   EXPECT_EQ(m.at("ss_noise_offset"), "0.0357");
   EXPECT_EQ(m.at("ss_min_snr_gamma"), "5.0");
   EXPECT_EQ(m.at("ss_loss_type"), "huber");
   EXPECT_EQ(m.at("ss_huber_schedule"), "exponential");
   EXPECT_EQ(m.at("ss_multires_noise_discount"), "0.4");
   EXPECT_EQ(m.at("ss_ip_noise_gamma"), "0.1");
-  EXPECT_EQ(m.at("ss_min_timestep"), "100");
-  EXPECT_EQ(m.at("ss_max_timestep"), "None");
+  EXPECT_EQ(m.at("ss_huber_scale"), "1.0");
   EXPECT_EQ(m.at("ss_debiased_estimation"), "True");
 }
 

@@ -31,14 +31,11 @@ std::string basename_of(const std::string& path) {
 
 std::string optional_lr(const std::optional<double>& lr) { return lr ? py_float(*lr) : "None"; }
 
-// kohya train_network's metadata of the LoRA+, noise, timestep and loss options: str() of the
+// kohya train_network's metadata of the noise and loss options: str() of the
 // arguments, "None" for kohya's unset defaults (lorafleet's 0 = off).
 void add_objective_metadata(std::map<std::string, std::string>& m, const JobConfig& c) {
   const TrainingSection& t = c.training;
   auto off_is_none = [](double v) { return v == 0 ? std::string("None") : py_float(v); };
-  m["ss_loraplus_lr_ratio"] = optional_lr(c.network.loraplus_lr_ratio);
-  m["ss_loraplus_unet_lr_ratio"] = optional_lr(c.network.loraplus_unet_lr_ratio);
-  m["ss_loraplus_text_encoder_lr_ratio"] = optional_lr(c.network.loraplus_text_encoder_lr_ratio);
   m["ss_noise_offset"] = off_is_none(t.noise_offset);
   m["ss_noise_offset_random_strength"] = py_bool(t.noise_offset_random_strength);
   m["ss_adaptive_noise_scale"] = optional_lr(t.adaptive_noise_scale);
@@ -52,9 +49,8 @@ void add_objective_metadata(std::map<std::string, std::string>& m, const JobConf
   m["ss_zero_terminal_snr"] = py_bool(t.zero_terminal_snr);
   m["ss_loss_type"] = t.loss_type;
   m["ss_huber_schedule"] = t.huber_schedule;
+  m["ss_huber_scale"] = py_float(t.huber_scale);
   m["ss_huber_c"] = py_float(t.huber_c);
-  m["ss_min_timestep"] = t.min_timestep > 0 ? std::to_string(t.min_timestep) : "None";
-  m["ss_max_timestep"] = t.max_timestep < 1000 ? std::to_string(t.max_timestep) : "None";
 }
 
 // The JSON text of a string, as json.dumps writes it.
@@ -97,12 +93,25 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_network_dim"] = std::to_string(c.network.network_dim);
   m["ss_network_alpha"] = py_float(c.network.network_alpha);
   m["ss_network_dropout"] = "None";
+  // json.dumps of kohya's network_args dict, whose values are the "key=value" strings.
+  std::vector<std::pair<std::string, std::string>> network_args;
   if (c.network.conv_dim > 0) {
-    // json.dumps of kohya's network_args dict, whose values are the "key=value" strings.
-    m["ss_network_args"] = "{" + json_string("conv_dim") + ": " +
-                           json_string(std::to_string(c.network.conv_dim)) + ", " +
-                           json_string("conv_alpha") + ": " +
-                           json_string(py_float(c.network.conv_alpha)) + "}";
+    network_args.emplace_back("conv_dim", std::to_string(c.network.conv_dim));
+    network_args.emplace_back("conv_alpha", py_float(c.network.conv_alpha));
+  }
+  const std::pair<const char*, const std::optional<double>*> loraplus[] = {
+      {"loraplus_lr_ratio", &c.network.loraplus_lr_ratio},
+      {"loraplus_unet_lr_ratio", &c.network.loraplus_unet_lr_ratio},
+      {"loraplus_text_encoder_lr_ratio", &c.network.loraplus_text_encoder_lr_ratio}};
+  for (const auto& [key, ratio] : loraplus) {
+    if (*ratio) network_args.emplace_back(key, py_float(**ratio));
+  }
+  if (!network_args.empty()) {
+    std::string json;
+    for (const auto& [key, value] : network_args) {
+      json += (json.empty() ? "" : ", ") + json_string(key) + ": " + json_string(value);
+    }
+    m["ss_network_args"] = "{" + json + "}";
   }
   add_objective_metadata(m, c);
   m["ss_mixed_precision"] = tr.mixed_precision;

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 namespace lf {
 
-CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool final_save,
+CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveReason reason,
                                                   const EpochPlan& plan) {
   const int rank = comm.rank();
   const fs::path out_dir(config.output.output_dir);
@@ -80,21 +80,26 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, bool 
     comm.barrier();  // every rank's RNG file is durable
     // Renames the staging dir into place and writes COMMITTED last (cleans up itself on error).
     publish_staging_dir(staging, root.string(), state.global_step);
-    const std::string copy_name =
-        final_save ? config.output.output_name + ".safetensors"
-                   : config.output.output_name + "-step" + name.substr(5) + ".safetensors";
+    const std::string& stem = config.output.output_name;
+    const std::string copy_name = lora_copy_name(stem, reason, state.global_step, state.epoch);
     // The user's file in output.save_precision; the checkpoint's copy above keeps the training
     // dtype, so a resume continues exactly.
     save_kohya_lora((out_dir / copy_name).string(),
                     tensors_in_save_precision(lora_state, config.output.save_precision), metadata);
     prune_checkpoints(root.string(), config.output.keep_last_n_checkpoints);
     written.lora_path = (out_dir / copy_name).string();
+    const auto older =
+        lora_copy_to_remove(config.training, stem, reason, state.global_step, state.epoch,
+                            epoch_save_period(config.training, job.num_epochs));
+    std::error_code ec;
+    if (older && fs::remove(out_dir / *older, ec))
+      LF_INFO("removed " << (out_dir / *older).string());
   } else {
     comm.barrier();
   }
   comm.barrier();  // published before anyone reports it
-  const bool committed = coordinator.commit_checkpoint(rank, state.global_step,
-                                                       written.checkpoint_dir);
+  const bool committed =
+      coordinator.commit_checkpoint(rank, state.global_step, written.checkpoint_dir);
   if (rank == 0) {
     LF_INFO("checkpoint " << written.checkpoint_dir << (committed ? " committed" : " written"));
   }

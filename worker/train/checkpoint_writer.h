@@ -19,6 +19,7 @@
 #include "worker/dist/communicator.h"
 #include "worker/io/checkpoint.h"
 #include "worker/rpc/coordinator_client.h"
+#include "worker/train/lora_copies.h"
 
 namespace lf {
 
@@ -38,9 +39,11 @@ struct CheckpointWriter {
     std::string lora_path;       // <output_dir>/<output_name>[-stepXXXXXXXX].safetensors
   };
 
-  // `state` is the position to resume from. final_save names the LoRA copy <output_name>
-  // instead of <output_name>-stepXXXXXXXX. `plan` (the current epoch's) feeds the ss_* metadata.
-  Written write(const TrainState& state, bool final_save, const EpochPlan& plan);
+  // `state` is the position to resume from. `reason` names the LoRA copy as kohya does
+  // (lora_copies.h: <output_name>-stepXXXXXXXX, -NNNNNN for the epoch just completed, or
+  // <output_name> at the end) and removes the older copy kohya's save_last_n_epochs /
+  // save_last_n_steps drop. `plan` (the current epoch's) feeds the ss_* metadata.
+  Written write(const TrainState& state, SaveReason reason, const EpochPlan& plan);
 };
 
 }  // namespace lf

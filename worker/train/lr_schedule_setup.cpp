@@ -20,6 +20,7 @@ LRScheduleOptions lr_schedule_options(const TrainingSection& t, std::int64_t tot
   o.num_cycles = t.lr_scheduler_num_cycles;
   o.power = t.lr_scheduler_power;
   o.lr_end = args.lr_end.value_or(1e-7);
+  o.cosine_num_cycles = args.cosine_num_cycles.value_or(0.5);
   o.timescale = t.lr_scheduler_timescale;
   // transformers: min_lr is a ratio of optimizer.defaults["lr"], kohya's learning_rate.
   o.min_lr_rate =

@@ -19,9 +19,10 @@ DiffusionRecipe diffusion_recipe(const JobConfig& config) {
   r.loss.huber_schedule = t.huber_schedule;
   r.loss.huber_c = t.huber_c;
   r.loss.huber_scale = t.huber_scale;
-  r.loss.min_snr_gamma = t.min_snr_gamma;
+  // kohya tests these by truthiness: 0 is off.
+  if (t.min_snr_gamma.value_or(0) != 0) r.loss.min_snr_gamma = t.min_snr_gamma;
   r.loss.scale_v_pred_loss_like_noise_pred = t.scale_v_pred_loss_like_noise_pred;
-  r.loss.v_pred_like_loss = t.v_pred_like_loss;
+  if (t.v_pred_like_loss.value_or(0) != 0) r.loss.v_pred_like_loss = t.v_pred_like_loss;
   r.loss.debiased_estimation_loss = t.debiased_estimation_loss;
   r.loss.v_parameterization = config.model.v_parameterization;
   return r;

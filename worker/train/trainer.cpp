@@ -50,11 +50,10 @@ EpochPlan start_epoch(TrainingSession& s) {
     const auto num_batches = static_cast<std::int64_t>(plan.batches.size());
     const std::int64_t accum = s.config.training.gradient_accumulation_steps;
     LF_INFO("epoch " << state.epoch + 1 << "/" << s.job.num_epochs << ": " << num_batches
-                     << " batches, " << (num_batches + accum - 1) / accum
-                     << " optimizer steps, " << plan.num_samples() << " samples ("
-                     << plan.reg_indices.size() << " regularization from "
-                     << plan.reg_images_used << " reg images, " << plan.reg_images_unused
-                     << " not used this epoch)");
+                     << " batches, " << (num_batches + accum - 1) / accum << " optimizer steps, "
+                     << plan.num_samples() << " samples (" << plan.reg_indices.size()
+                     << " regularization from " << plan.reg_images_used << " reg images, "
+                     << plan.reg_images_unused << " not used this epoch)");
   }
   return plan;
 }
@@ -105,6 +104,24 @@ void report_step(TrainingSession& s, TrainObserver& observer, const StepResult& 
   s.coordinator.report_progress_async(up);
 }
 
+// kohya's periodic saves after a step that is not the last: at the end of every Nth epoch
+// (save_every_n_epochs / save_n_epoch_ratio), else every save_every_n_steps steps. One
+// checkpoint per step: an epoch save that falls on a step save is named by its epoch.
+void save_periodically(TrainingSession& s, CheckpointWriter& checkpoints, const EpochPlan& plan,
+                       int step_epoch) {
+  const TrainState& state = s.state;
+  const int period = epoch_save_period(s.config.training, s.job.num_epochs);
+  const bool epoch_ended = state.epoch > step_epoch;
+  if (epoch_ended && period > 0 && state.epoch % period == 0) {
+    checkpoints.write(state, SaveReason::kEpoch, plan);
+    return;
+  }
+  const int save_every = s.config.training.save_every_n_steps;
+  if (save_every > 0 && state.global_step % save_every == 0) {
+    checkpoints.write(state, SaveReason::kStep, plan);
+  }
+}
+
 }  // namespace
 
 TrainResult run_training(const JobConfig& config, const JobAssignment& job, Communicator& comm,
@@ -115,9 +132,10 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   TrainObserver& observer = options.observer ? *options.observer : no_observer;
   const fs::path out_dir(config.output.output_dir);
   if (s.rank == 0) fs::create_directories(out_dir / "checkpoints");
-  CheckpointWriter checkpoints{config,      job,         s.dataset,     comm,
-                               coordinator, *s.lora,     *s.optimizer, s.param_names,
-                               family_name(s.base.models.preset.family)};
+  CheckpointWriter checkpoints{
+      config,       job,           s.dataset,
+      comm,         coordinator,   *s.lora,
+      *s.optimizer, s.param_names, family_name(s.base.models.preset.family)};
   SampleLog sample_log(options.sample_log, s.rank);
   TrainResult result;
   std::int64_t local_samples_total = 0;
@@ -164,16 +182,13 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
                                                 << r.stop_votes
                                                 << " rank(s)): committing a checkpoint");
         }
-        const auto written = checkpoints.write(state, /*final_save=*/false, plan);
+        const auto written = checkpoints.write(state, SaveReason::kStep, plan);
         result.preempted = true;
         result.checkpoint_dir = written.checkpoint_dir;
         result.lora_path = written.lora_path;
         break;
       }
-      const int save_every = config.training.save_every_n_steps;
-      if (!last && save_every > 0 && state.global_step % save_every == 0) {
-        checkpoints.write(state, /*final_save=*/false, plan);
-      }
+      if (!last) save_periodically(s, checkpoints, plan, step_epoch);
     }
   }
   result.seconds = seconds_since(loop_start);
@@ -196,8 +211,9 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     observer.on_end(/*finished=*/false);
     return result;
   }
-  const auto written =
-      checkpoints.write(state, /*final_save=*/state.global_step >= job.max_train_steps, plan);
+  const auto written = checkpoints.write(
+      state, state.global_step >= job.max_train_steps ? SaveReason::kFinal : SaveReason::kStep,
+      plan);
   result.checkpoint_dir = written.checkpoint_dir;
   result.lora_path = written.lora_path;
   observer.on_end(/*finished=*/true);

@@ -110,8 +110,8 @@ std::unique_ptr<WeightStreamer> apply_vram_budget(const VramBudgetInputs& in) {
     LF_INFO("vram budget " << gib(budget) << ": " << r.units - r.streamed << " of " << r.units
                            << " UNet blocks resident (" << gib(r.resident_bytes) << " of "
                            << gib(r.unet_block_bytes) << "), " << r.streamed << " streamed with "
-                           << o.streams << " buffers (" << gib(r.stream_reserve_bytes)
-                           << "); " << gib(r.held_bytes) << " held beside them, activations "
+                           << o.streams + 1 << " buffers (" << gib(r.stream_reserve_bytes) << "); "
+                           << gib(r.held_bytes) << " held beside them, activations "
                            << gib(r.activation_bytes) << " measured at " << shape.describe());
   }
   return streamer;

@@ -62,13 +62,15 @@ std::unique_ptr<WeightStreamer> stream_unet_within_budget(UNetModel& unet,
     reset_cuda_peak_memory(index);
     probe();
     const std::int64_t peak = cuda_memory_stats(index).peak_allocated_bytes;
-    const std::int64_t buffers = o.streams * largest;
+    const std::int64_t buffers = (o.streams + 1) * largest;
     r.activation_bytes = std::max<std::int64_t>(0, peak - r.held_bytes - buffers) * 11 / 10;
   }
   const std::int64_t outside = r.held_bytes + o.reserved_bytes + r.activation_bytes;
   VramPlan plan;
   try {
-    plan = plan_vram(blocks, std::max<std::int64_t>(0, o.budget_bytes - outside), o.streams);
+    // offload_streams units in flight plus the one the compute stream may still be finishing
+    // (WeightStreamer::fetch), so the host never waits on the unit it is about to launch.
+    plan = plan_vram(blocks, std::max<std::int64_t>(0, o.budget_bytes - outside), o.streams + 1);
   } catch (const VramBudgetError& e) {
     throw VramBudgetError(e.what(), outside + e.minimum_bytes());
   }

@@ -68,9 +68,10 @@ std::size_t WeightStreamer::num_streamed() const {
 void WeightStreamer::fetch(std::size_t unit) {
   Slot& s = slots_[unit];
   if (s.on_device) return;
-  // At most `streams` units' copies on the device, counting those the compute stream may still
-  // be reading after their end().
-  engine_->wait_for_released(static_cast<std::size_t>(std::max(0, streams_ - in_flight_ - 1)));
+  // At most `streams` + 1 units' copies on the device: those in flight and one the compute stream
+  // may still be reading after its end() (the unit before the running one). Waiting for that one
+  // too would block the host before it queues the running unit's kernels, and idle the device.
+  engine_->wait_for_released(static_cast<std::size_t>(std::max(0, streams_ - in_flight_)));
   s.pending = engine_->start(s.host, &s.device_copy);
   s.on_device = true;
   bytes_copied_ += s.bytes;

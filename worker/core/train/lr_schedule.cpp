@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace lf {
@@ -77,9 +78,8 @@ double warmup_stable_decay(const LRScheduleOptions& o, int64_t step) {
 
 // diffusers get_piecewise_constant_schedule: the first rule whose step lies beyond `step`.
 double piecewise_constant(const LRScheduleOptions& o, int64_t step) {
-  std::vector<std::pair<int64_t, double>> rules = o.step_rules;
-  std::stable_sort(rules.begin(), rules.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::map<int64_t, double> rules;  // diffusers' rules_dict: a later rule for a step replaces
+  for (const auto& [until, multiple] : o.step_rules) rules[until] = multiple;
   for (const auto& [until, multiple] : rules) {
     if (step < until) return multiple;
   }
@@ -95,7 +95,7 @@ double factor_after_warmup(const LRScheduleOptions& o, int64_t step) {
   const std::string& name = o.name;
   if (name == "constant_with_warmup") return 1.0;
   if (name == "linear") return std::max(0.0, (n - s) / std::max(1.0, n - w));
-  if (name == "cosine") return std::max(0.0, cosine(0.5, progress(s, w, n)));
+  if (name == "cosine") return std::max(0.0, cosine(o.cosine_num_cycles, progress(s, w, n)));
   if (name == "cosine_with_restarts") {
     const double p = progress(s, w, n);
     if (p >= 1.0) return 0.0;

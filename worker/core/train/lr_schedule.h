@@ -24,6 +24,7 @@ struct LRScheduleOptions {
   double initial_lr = 1e-4;
   int64_t decay_steps = 0;   // D: warmup_stable_decay's decay phase (kohya --lr_decay_steps)
   int num_cycles = 1;        // kohya --lr_scheduler_num_cycles, >= 1
+  double cosine_num_cycles = 0.5;  // cosine: transformers' num_cycles (kohya lr_scheduler_args)
   double power = 1.0;        // polynomial (kohya --lr_scheduler_power)
   double lr_end = 1e-7;      // polynomial: the lr reached at N (absolute; transformers' default)
   int64_t timescale = 0;     // inverse_sqrt; 0: W, or 10000 when W is 0 (transformers)
@@ -31,7 +32,8 @@ struct LRScheduleOptions {
   std::string warmup_type = "linear";  // warmup_stable_decay: linear | cosine | 1-sqrt
   std::string decay_type = "cosine";   // warmup_stable_decay: linear | cosine | 1-sqrt
   // piecewise_constant (diffusers step_rules "m1:s1,m2:s2,...,m_last"): the multiple m_i while
-  // step < s_i (rules sorted by s_i), then final_multiple.
+  // step < s_i (rules sorted by s_i; of rules for one step the last given wins, as in
+  // diffusers' dict), then final_multiple.
   std::vector<std::pair<int64_t, double>> step_rules;
   double final_multiple = 1.0;
 };

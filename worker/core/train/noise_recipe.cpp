@@ -47,8 +47,8 @@ torch::Tensor pyramid_noise(const torch::Tensor& noise, double discount,
 }
 
 NoiseDraw draw_noise(const NoiseOptions& o, const torch::Tensor& latents, at::Generator& g) {
-  if (latents.dim() != 4 || o.min_timestep < 0 || o.min_timestep >= o.max_timestep) {
-    throw std::invalid_argument("draw_noise: latents [B, C, h, w] and 0 <= min < max timestep");
+  if (latents.dim() != 4 || o.min_timestep < 0 || o.min_timestep > o.max_timestep) {
+    throw std::invalid_argument("draw_noise: latents [B, C, h, w] and 0 <= min <= max timestep");
   }
   const int64_t b = latents.size(0), c = latents.size(1), h = latents.size(2), w = latents.size(3);
   NoiseDraw d;
@@ -69,7 +69,11 @@ NoiseDraw draw_noise(const NoiseOptions& o, const torch::Tensor& latents, at::Ge
     }
     d.noise = pyramid_noise(d.noise, o.multires_noise_discount, levels);
   }
-  d.timesteps = torch::randint(o.min_timestep, o.max_timestep, {b}, g, torch::dtype(torch::kInt64));
+  // kohya get_timesteps: min == max is that one timestep for every sample (nothing drawn).
+  d.timesteps =
+      o.min_timestep == o.max_timestep
+          ? torch::full({b}, o.max_timestep, torch::dtype(torch::kInt64))
+          : torch::randint(o.min_timestep, o.max_timestep, {b}, g, torch::dtype(torch::kInt64));
   d.input_noise = d.noise;
   if (o.ip_noise_gamma != 0.0) {
     const double gamma =

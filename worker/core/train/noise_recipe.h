@@ -36,10 +36,10 @@ struct NoiseDraw {
 // Draws, on `generator`, in this order: noise ~ N(0, 1) like latents; with noise_offset the
 // strength (U[0, 1) * offset when random) and the offset noise [B, C, 1, 1]; with multires the
 // pyramid draws (per level: r ~ U[2, 4), then the level's noise); the timesteps
-// U{min_timestep, max_timestep - 1} [B]; with ip_noise_gamma the strength (when random) and the
-// perturbation like latents. `latents` [B, C, h, w] (any device; the mean for the adaptive scale
-// is taken in float32 on the CPU). With every option off it draws what the plain step always
-// drew: the noise, then the timesteps.
+// U{min_timestep, max_timestep - 1} [B] (no draw when they are equal); with ip_noise_gamma the
+// strength (when random) and the perturbation like latents. `latents` [B, C, h, w] (any device; the
+// mean for the adaptive scale is taken in float32 on the CPU). With every option off it draws what
+// the plain step always drew: the noise, then the timesteps.
 NoiseDraw draw_noise(const NoiseOptions& options, const torch::Tensor& latents,
                      at::Generator& generator);
 

@@ -40,13 +40,16 @@ DDPMNoiseSchedule::DDPMNoiseSchedule(int64_t num_train_timesteps, double beta_st
   const auto f64 = torch::dtype(torch::kFloat64);
   torch::Tensor betas =
       torch::linspace(std::sqrt(beta_start), std::sqrt(beta_end), num_train_timesteps, f64).pow(2);
+  // kohya train_network.py computes all_snr (prepare_scheduler_for_custom_training) before
+  // fix_noise_scheduler_betas_for_zero_terminal_snr: the SNR weights keep the original schedule.
+  const torch::Tensor original_abar = torch::cumprod(1.0 - betas, 0).to(torch::kFloat32);
+  snr_ = (original_abar.sqrt() / (1.0 - original_abar).sqrt()).pow(2);
   if (zero_terminal_snr) betas = enforce_zero_terminal_snr(betas);
   torch::Tensor abar = torch::cumprod(1.0 - betas, /*dim=*/0);
   betas_ = betas.to(torch::kFloat32);
   alphas_cumprod_ = abar.to(torch::kFloat32);
   sqrt_alphas_cumprod_ = abar.sqrt().to(torch::kFloat32);
   sqrt_one_minus_alphas_cumprod_ = (1.0 - abar).sqrt().to(torch::kFloat32);
-  snr_ = (alphas_cumprod_.sqrt() / (1.0 - alphas_cumprod_).sqrt()).pow(2);
 }
 
 namespace {

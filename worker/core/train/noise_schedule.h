@@ -24,8 +24,9 @@ class DDPMNoiseSchedule {
   const torch::Tensor& betas() const { return betas_; }                    // [T] float32
   const torch::Tensor& alphas_cumprod() const { return alphas_cumprod_; }  // [T] float32
   // SNR(t) = abar_t / (1 - abar_t) [T] float32, as kohya prepare_scheduler_for_custom_training
-  // computes it from the float32 alphas_cumprod: (sqrt(abar) / sqrt(1 - abar))^2 (0 at the end
-  // with zero_terminal_snr).
+  // computes it from the float32 alphas_cumprod: (sqrt(abar) / sqrt(1 - abar))^2 -- of the
+  // schedule before zero_terminal_snr, as kohya takes it before rescaling the betas (the loss
+  // weights keep the original SNR; add_noise and the Huber snr schedule use the rescaled one).
   const torch::Tensor& snr() const { return snr_; }
 
   // x0 [B, ...] (any float dtype/device), noise same shape, timesteps [B] int64 in [0, T):
