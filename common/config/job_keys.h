@@ -190,17 +190,27 @@
       "LibTorch's deterministic algorithms on CUDA (CPU runs are bit-exact either way)")
 
 // output:
-#define LF_OUTPUT_KEYS(KEY)                                                         \
-  KEY(std::string, output_dir, "output", KeyRule::non_empty().unit("folder path"),  \
-      "where checkpoints, LoRA files and metric snapshots go (kohya --output_dir)") \
-  KEY(std::string, output_name, "lora", KeyRule::file_name(),                       \
-      "LoRA file name stem: <output_name>.safetensors (kohya --output_name)")       \
-  KEY(int, keep_last_n_checkpoints, 0, KeyRule::at_least(0).note("0 keeps all"),    \
-      "keep only the newest N committed checkpoints")                               \
-  KEY(std::string, save_precision, "",                                              \
-      KeyRule::one_of({"float", "fp16", "bf16"})                                    \
-          .note("kohya --save_precision")                                           \
-          .or_unset("the training dtype"),                                          \
+#define LF_OUTPUT_KEYS(KEY)                                                                  \
+  KEY(std::string, output_dir, "output", KeyRule::non_empty().unit("folder path"),           \
+      "where checkpoints, LoRA files and metric snapshots go (kohya --output_dir)")          \
+  KEY(std::string, output_name, "lora", KeyRule::file_name(),                                \
+      "LoRA file name stem: <output_name>.safetensors (kohya --output_name)")                \
+  KEY(int, keep_last_n_checkpoints, 0, KeyRule::at_least(0).note("0 keeps all"),             \
+      "keep only the newest N committed checkpoints")                                        \
+  KEY(std::string, training_comment, "", KeyRule::any(),                                     \
+      "kohya --training_comment: recorded as ss_training_comment")                           \
+  KEY(bool, no_metadata, false, KeyRule::any(),                                              \
+      "kohya --no_metadata: the LoRA file keeps only the keys loaders need and modelspec.*") \
+  KEY(std::string, metadata_title, "", KeyRule::any(),                                       \
+      "kohya --metadata_title: modelspec.title (empty: output_name)")                        \
+  KEY(std::string, metadata_author, "", KeyRule::any(), "kohya --metadata_author")           \
+  KEY(std::string, metadata_description, "", KeyRule::any(), "kohya --metadata_description") \
+  KEY(std::string, metadata_license, "", KeyRule::any(), "kohya --metadata_license")         \
+  KEY(std::string, metadata_tags, "", KeyRule::any(), "kohya --metadata_tags")               \
+  KEY(std::string, save_precision, "",                                                       \
+      KeyRule::one_of({"float", "fp16", "bf16"})                                             \
+          .note("kohya --save_precision")                                                    \
+          .or_unset("the training dtype"),                                                   \
       "dtype of the LoRA files; the .alpha scalars stay float32")
 
 // coordinator:

@@ -269,3 +269,49 @@ TEST(LoRAFile, MetadataRecordsTheObjectiveOptions) {
 
 }  // namespace
 }  // namespace lf
+
+namespace lf {
+namespace {
+
+// kohya's training_comment, metadata_* (ModelSpec) and no_metadata.
+TEST(LoRAFile, ModelSpecFieldsCommentAndNoMetadata) {
+  const JobConfig c = parse_job_config(
+      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
+      "dataset:\n  train_data_dir: /d\n"
+      "training:\n  min_timestep: 100\n"
+      "output:\n  output_name: mine\n  training_comment: first try\n"
+      "  metadata_title: My Style\n  metadata_author: me\n  metadata_license: CC-BY-4.0\n"
+      "  metadata_tags: style, test\n",
+      "t.yaml");
+  LoRATrainingFacts f;
+  f.family = "sdxl";
+  const auto m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_training_comment"), "first try");
+  EXPECT_EQ(m.at("modelspec.title"), "My Style");
+  EXPECT_EQ(m.at("modelspec.author"), "me");
+  EXPECT_EQ(m.at("modelspec.license"), "CC-BY-4.0");
+  EXPECT_EQ(m.at("modelspec.tags"), "style, test");
+  EXPECT_EQ(m.count("modelspec.description"), 0u);
+  EXPECT_EQ(m.at("modelspec.timestep_range"), "100,1000");
+  EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-xl-v1-base/lora");
+  const auto minimum = kohya_minimum_metadata(m);
+  EXPECT_EQ(minimum.count("ss_training_comment"), 0u);
+  EXPECT_EQ(minimum.count("ss_learning_rate"), 0u);
+  EXPECT_EQ(minimum.at("ss_network_module"), "networks.lora");
+  EXPECT_EQ(minimum.at("ss_base_model_version"), "sdxl_base_v1-0");
+  EXPECT_EQ(minimum.at("modelspec.title"), "My Style");
+  std::size_t ss = 0;
+  for (const auto& [key, value] : minimum) ss += key.rfind("ss_", 0) == 0;
+  EXPECT_EQ(ss, 5u);  // v2, base_model_version, network_module / _dim / _alpha (no args here)
+  const JobConfig plain = parse_job_config(
+      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\ndataset:\n"
+      "  train_data_dir: /d\noutput:\n  output_name: mine\n",
+      "t.yaml");
+  const auto defaults = kohya_lora_metadata(plain, f);
+  EXPECT_EQ(defaults.at("ss_training_comment"), "None");
+  EXPECT_EQ(defaults.at("modelspec.title"), "mine");
+  EXPECT_EQ(defaults.count("modelspec.timestep_range"), 0u);
+}
+
+}  // namespace
+}  // namespace lf

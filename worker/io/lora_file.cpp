@@ -66,6 +66,43 @@ std::string iso_local_time(std::time_t t) {
   return buf;
 }
 
+// ModelSpec 1.0.1 (kohya library/sai_model_spec.build_metadata, as train_util
+// get_sai_model_spec calls it for a LoRA): architecture and implementation by family, the
+// title (metadata_title, else output_name), date, resolution, prediction type, encoder layer
+// (clip skip), timestep range, and the author, description, license and tags given.
+void add_modelspec_metadata(std::map<std::string, std::string>& m, const JobConfig& c,
+                            const LoRATrainingFacts& f, int width, int height) {
+  const bool sdxl = f.family == "sdxl", v2 = f.family == "sd2";
+  m["modelspec.sai_model_spec"] = "1.0.1";
+  m["modelspec.architecture"] =
+      std::string(
+          sdxl ? "stable-diffusion-xl-v1-base"
+          : v2 ? (f.v_parameterization ? "stable-diffusion-v2-768-v" : "stable-diffusion-v2-512")
+               : "stable-diffusion-v1") +
+      "/lora";
+  m["modelspec.implementation"] =
+      sdxl ? "https://github.com/Stability-AI/generative-models" : "diffusers";
+  const OutputSection& o = c.output;
+  m["modelspec.title"] = o.metadata_title.empty() ? o.output_name : o.metadata_title;
+  m["modelspec.date"] = iso_local_time(output_timestamp());
+  m["modelspec.resolution"] = std::to_string(width) + "x" + std::to_string(height);
+  m["modelspec.prediction_type"] = f.v_parameterization ? "v" : "epsilon";
+  if (f.clip_skip > 0) m["modelspec.encoder_layer"] = std::to_string(f.clip_skip);
+  const TrainingSection& t = c.training;
+  if (t.min_timestep != 0 || t.max_timestep != 1000) {
+    m["modelspec.timestep_range"] =
+        std::to_string(t.min_timestep) + "," + std::to_string(t.max_timestep);
+  }
+  const std::pair<const char*, const std::string*> given[] = {
+      {"modelspec.author", &o.metadata_author},
+      {"modelspec.description", &o.metadata_description},
+      {"modelspec.license", &o.metadata_license},
+      {"modelspec.tags", &o.metadata_tags}};
+  for (const auto& [key, value] : given) {
+    if (!value->empty()) m[key] = *value;
+  }
+}
+
 }  // namespace
 
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
@@ -178,22 +215,24 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_caption_dropout_every_n_epochs"] =
       std::to_string(sub0.caption.caption_dropout_every_n_epochs);
   m["ss_caption_tag_dropout_rate"] = py_float(sub0.caption.caption_tag_dropout_rate);
-  // ModelSpec 1.0.1 basics (kohya sai_model_spec).
-  m["modelspec.sai_model_spec"] = "1.0.1";
-  m["modelspec.architecture"] =
-      std::string(sdxl ? "stable-diffusion-xl-v1-base"
-                       : v2 ? (f.v_parameterization ? "stable-diffusion-v2-768-v"
-                                                    : "stable-diffusion-v2-512")
-                            : "stable-diffusion-v1") +
-      "/lora";
-  m["modelspec.implementation"] =
-      sdxl ? "https://github.com/Stability-AI/generative-models" : "diffusers";
-  m["modelspec.title"] = c.output.output_name;
-  m["modelspec.date"] = iso_local_time(output_timestamp());
-  m["modelspec.resolution"] = std::to_string(b.resolution_w) + "x" + std::to_string(b.resolution_h);
-  m["modelspec.prediction_type"] = f.v_parameterization ? "v" : "epsilon";
-  if (f.clip_skip > 0) m["modelspec.encoder_layer"] = std::to_string(f.clip_skip);
+  m["ss_training_comment"] = c.output.training_comment.empty() ? "None" : c.output.training_comment;
+  add_modelspec_metadata(m, c, f, b.resolution_w, b.resolution_h);
   return m;
+}
+
+std::map<std::string, std::string> kohya_minimum_metadata(
+    const std::map<std::string, std::string>& metadata) {
+  static const char* const kMinimum[] = {
+      "ss_v2",          "ss_base_model_version", "ss_network_module",
+      "ss_network_dim", "ss_network_alpha",      "ss_network_args"};
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : metadata) {
+    if (key.rfind("modelspec.", 0) == 0) out[key] = value;
+  }
+  for (const char* key : kMinimum) {
+    if (const auto it = metadata.find(key); it != metadata.end()) out[key] = it->second;
+  }
+  return out;
 }
 
 std::map<std::string, at::Tensor> tensors_in_save_precision(

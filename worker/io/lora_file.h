@@ -59,6 +59,11 @@ inline constexpr std::size_t kMaxSafetensorsHeaderBytes = 100000000;
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& config,
                                                        const LoRATrainingFacts& facts);
 
+// What kohya's --no_metadata keeps of `metadata`: the keys a loader needs (ss_v2,
+// ss_base_model_version, ss_network_module / _dim / _alpha / _args) and the modelspec.* ones.
+std::map<std::string, std::string> kohya_minimum_metadata(
+    const std::map<std::string, std::string>& metadata);
+
 // The tensors of a LoRA file as output.save_precision (kohya --save_precision) stores them:
 // "float" float32, "fp16", "bf16", or "" (unset, kohya's None) as they are, in the training
 // dtype; the ".alpha" scalars stay float32, so alpha / rank is exact in every precision. Throws

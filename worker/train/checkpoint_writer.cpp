@@ -84,8 +84,10 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
     const std::string copy_name = lora_copy_name(stem, reason, state.global_step, state.epoch);
     // The user's file in output.save_precision; the checkpoint's copy above keeps the training
     // dtype, so a resume continues exactly.
+    // kohya --no_metadata thins the user's file only; the checkpoint's copy keeps everything.
     save_kohya_lora((out_dir / copy_name).string(),
-                    tensors_in_save_precision(lora_state, config.output.save_precision), metadata);
+                    tensors_in_save_precision(lora_state, config.output.save_precision),
+                    config.output.no_metadata ? kohya_minimum_metadata(metadata) : metadata);
     prune_checkpoints(root.string(), config.output.keep_last_n_checkpoints);
     written.lora_path = (out_dir / copy_name).string();
     const auto older =
