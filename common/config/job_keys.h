@@ -136,6 +136,8 @@
       "kohya --save_last_n_steps: remove step LoRA files older than N steps")                      \
   KEY(double, prior_loss_weight, 1.0, KeyRule::at_least(0),                                        \
       "loss weight of regularization samples (kohya --prior_loss_weight)")                         \
+  KEY(std::optional<double>, scale_weight_norms, std::nullopt, KeyRule::at_least(0),               \
+      "kohya --scale_weight_norms: max-norm of each module's delta W after every step")            \
   KEY(double, max_grad_norm, 1.0, KeyRule::at_least(0).note("0 disables clipping"),                \
       "gradient clipping after the allreduce (kohya --max_grad_norm)")                             \
   KEY(double, adam_beta1, 0.9, KeyRule::in_half_open(0, 1), "AdamW beta1")                         \

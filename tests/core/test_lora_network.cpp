@@ -12,6 +12,7 @@
 #include "core_references.h"
 #include "core_test_util.h"
 #include "lora/lora_network.h"
+#include "lora/max_norm.h"
 #include "model/clip_text_model.h"
 #include "model/model_config.h"
 #include "model/unet.h"
@@ -473,6 +474,37 @@ TEST_F(TinyLoRA, LoadWeightsRefusesUnmatchedKeysAndOtherFamilies) {
   // Refused variants propagate from the normaliser.
   EXPECT_THROW(lora->load_weights({{"lora_unet_x.hada_w1_a", torch::zeros({2, 2})}}),
                std::runtime_error);
+}
+
+// kohya apply_max_norm_regularization: only modules whose delta W = up @ down * alpha / rank
+// is above the max norm are scaled, each factor by sqrt(max / norm), to exactly the max.
+TEST_F(TinyLoRA, MaxNormScalesOnlyTheModulesAboveIt) {
+  auto lora = make(/*dim=*/4, /*alpha=*/2.0);
+  auto sd = lora->state_dict();
+  torch::NoGradGuard no_grad;
+  const std::string big = kToQ;
+  const std::string v = std::string(kToQ).replace(std::string(kToQ).size() - 4, 4, "to_v");
+  // to_q: up = 1 everywhere -> a large delta W; to_v keeps lora_up = 0 (delta W = 0).
+  sd.at(big + ".lora_up.weight").fill_(1.0);
+  auto norm_of = [&](const std::string& name) {
+    return (sd.at(name + ".lora_up.weight")
+                .to(torch::kFloat64)
+                .matmul(sd.at(name + ".lora_down.weight").to(torch::kFloat64)) *
+            (2.0 / 4.0))
+        .norm()
+        .item<double>();
+  };
+  const double before = norm_of(big);
+  ASSERT_GT(before, 1.0);
+  const torch::Tensor v_down = sd.at(v + ".lora_down.weight").clone();
+  const MaxNormReport r = apply_max_norm_regularization(*lora, 1.0);
+  EXPECT_EQ(r.keys_scaled, 1);
+  EXPECT_NEAR(norm_of(big), 1.0, 1e-5);
+  EXPECT_NEAR(r.max_norm, 1.0, 1e-5);
+  EXPECT_TRUE(torch::equal(sd.at(v + ".lora_down.weight"), v_down));  // below the max: untouched
+  // Every other module has delta W = 0: the mean is 1 / modules.
+  EXPECT_NEAR(r.mean_norm, 1.0 / static_cast<double>(lora->module_names().size()), 1e-6);
+  EXPECT_THROW(apply_max_norm_regularization(*lora, 0.0), std::invalid_argument);
 }
 
 }  // namespace

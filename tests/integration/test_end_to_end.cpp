@@ -190,11 +190,13 @@ TEST_F(EndToEnd, KohyaNoiseAndLossOptionsKeepRanksInSyncAndResumeExact) {
       "  loss_type: huber\n  huber_schedule: snr\n  min_snr_gamma: 5\n  noise_offset: 0.05\n"
       "  noise_offset_random_strength: true\n  adaptive_noise_scale: 0.01\n"
       "  ip_noise_gamma: 0.1\n  ip_noise_gamma_random_strength: true\n  min_timestep: 100\n"
-      "  max_timestep: 900\n";
+      "  max_timestep: 900\n  scale_weight_norms: 0.0001\n";
   const std::string straight = (dir_ / "straight").string();
   RunResult a = run_job(write_config("a.yaml", straight, 4, 0, cport, mport, 0, "", "", recipe),
                         cport, 2, "--verify-sync-every 1");
   ASSERT_EQ(a.exit_code, 0) << a.output;
+  // The max-norm constraint acted after some step (and every rank scaled the same modules).
+  EXPECT_NE(a.output.find("modules scaled, mean key norm"), std::string::npos) << a.output;
   const std::string split = (dir_ / "split").string();
   const std::string cfg = write_config("b.yaml", split, 4, 0, cport, mport, 0, "", "", recipe);
   RunResult b1 = run_job(cfg, cport, 2, "--stop-at-step 2");

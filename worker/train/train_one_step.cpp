@@ -11,6 +11,7 @@
 #include "common/config/job_config.h"
 #include "common/util/elapsed.h"
 #include "common/util/log.h"
+#include "worker/core/lora/max_norm.h"
 #include "worker/core/train/autocast.h"
 #include "worker/core/train/optimizer.h"
 #include "worker/core/train/train_step.h"
@@ -127,6 +128,19 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
       r.grad_norm = clip_grad_norm(s.params, s.config.training.max_grad_norm);
     }
     s.optimizer->step(lr_factor);
+    // kohya --scale_weight_norms (0 is off, as kohya's truthiness test): every rank holds the
+    // same weights, so every rank scales the same modules.
+    if (s.config.training.scale_weight_norms.value_or(0) > 0) {
+      const MaxNormReport m =
+          apply_max_norm_regularization(*s.lora, *s.config.training.scale_weight_norms);
+      r.keys_scaled = m.keys_scaled;
+      r.mean_key_norm = m.mean_norm;
+      if (s.rank == 0 && m.keys_scaled > 0) {
+        LF_INFO("scale_weight_norms: global_step "
+                << s.state.global_step + 1 << ": " << m.keys_scaled << " modules scaled, mean "
+                << "key norm " << m.mean_norm << ", max " << m.max_norm);
+      }
+    }
   }
   if (s.loss_scaler) {
     const double before = s.loss_scaler->scale();
