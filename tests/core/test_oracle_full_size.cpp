@@ -123,7 +123,8 @@ TEST_P(OracleFullSize, KeysAndParameterCountsMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, OracleFullSize, ::testing::Values("sd15", "sdxl"));
 
-// SDXL's defining shapes, read from the same listing (sd_architecture.md §B.1).
+// SDXL's defining shapes (sgm openaimodel.UNetModel with sd_xl_base.yaml), read from the same
+// listing.
 TEST(OracleFullSize, SdxlLayout) {
   const KeyShapes& keys = listing_of("sdxl");
   const std::string u = kUNetCheckpointPrefix;

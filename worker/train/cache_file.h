@@ -2,7 +2,8 @@
 // cache key, whose metadata holds the key's full text rendering and a format version, so a
 // reader can tell "written for another key or format" (stale: re-encode) from "damaged"
 // (corrupt: stop and tell the user). kohya keeps one npz per image instead and trusts its file
-// name (see kohya_comfy_spec.md §9); the rendering check replaces that trust.
+// name (kohya sd-scripts train_util: <image>.npz beside the image); the rendering check replaces
+// that trust.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -3,7 +3,7 @@
 
 The references come from independent public implementations, not from lorafleet code:
   * UNet      diffusers.UNet2DConditionModel (tiny preset), keys mapped diffusers -> ldm with the
-              general (L+1) index rule (sd_architecture.md B.1/B.4);
+              general (L+1) index rule of diffusers' convert_ldm_unet_checkpoint;
   * VAE       diffusers.AutoencoderKL encoder + quant_conv (tiny preset), keys mapped -> ldm;
   * CLIP      transformers.CLIPTextModel (tiny preset), HF keys under text_model.;
   * LoRA      kohya's lora_name rule applied to diffusers' Transformer2DModel children;

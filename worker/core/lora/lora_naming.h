@@ -46,7 +46,7 @@ struct UNetLoRAName {
 // upsample index that does not match the level's attention, an unknown ResBlock child).
 UNetLoRAName kohya_unet_lora_name(const std::string& ldm_layer_path, const UNetLoRANaming& naming);
 
-// ldm module path -> diffusers module path (sd_architecture.md §B.4 with the general L rule):
+// ldm module path -> diffusers module path (diffusers convert_ldm_unet_checkpoint, for any L):
 // input_blocks.{1+i(L+1)+j}.0 -> down_blocks.i.resnets.j (children renamed conv1, time_emb_proj,
 // conv2, conv_shortcut), .1 -> down_blocks.i.attentions.j, input_blocks.{(i+1)(L+1)}.0.op ->
 // down_blocks.i.downsamplers.0.conv, middle_block.{0,1,2} -> mid_block.{resnets.0, attentions.0,

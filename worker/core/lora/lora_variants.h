@@ -1,9 +1,8 @@
 // Normalises the LoRA file layouts found in the wild to kohya's keys
-// ("<lora_name>.lora_down.weight",
-// ".lora_up.weight", ".alpha"), so an existing LoRA can be loaded to continue training. Accepts
-// what stable-diffusion.cpp's convert_tensor_name / lora.hpp accept for plain LoRA (sd_architecture
-// .md §B.6) and refuses, naming the variant and the first offending key, what cannot be continued
-// as a plain LoRA (LoHa, LoKr, DoRA, full diffs, Tucker/CP lora_mid).
+// ("<lora_name>.lora_down.weight", ".lora_up.weight", ".alpha"), so an existing LoRA can be
+// loaded to continue training. Accepts what stable-diffusion.cpp's convert_tensor_name /
+// lora.hpp accept for plain LoRA and refuses, naming the variant and the first offending key,
+// what cannot be continued as a plain LoRA (LoHa, LoKr, DoRA, full diffs, Tucker/CP lora_mid).
 #pragma once
 
 #include <cstdint>

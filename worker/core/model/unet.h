@@ -1,7 +1,7 @@
 // The SD denoising UNet: ResBlock, Downsample, Upsample, TimestepEmbedSequential and UNetModel,
 // with parameter names equal to the ldm checkpoint keys minus "model.diffusion_model.".
 // Mirrors ldm / sgm openaimodel (UNetModel and its blocks): SD 1.x/2.x and SDXL wiring
-// (per-level transformer depth, label_emb) for any num_res_blocks L (sd_architecture.md §B.1).
+// (per-level transformer depth, label_emb) for any num_res_blocks L.
 #pragma once
 
 #include <cstdint>
