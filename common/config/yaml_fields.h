@@ -143,7 +143,6 @@ class Parser {
   }
 
   // A value for "got ...": 0, 0.5, 'text', nothing (an empty string).
-  static std::string shown(bool v) { return v ? "true" : "false"; }
   static std::string shown(const std::string& v) { return v.empty() ? "nothing" : "'" + v + "'"; }
   static std::string shown(const std::optional<double>& v) { return v ? shown(*v) : "nothing"; }
   static std::string shown(double v);

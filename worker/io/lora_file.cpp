@@ -36,7 +36,7 @@ std::string optional_lr(const std::optional<double>& lr) { return lr ? py_float(
 void add_objective_metadata(std::map<std::string, std::string>& m, const JobConfig& c) {
   const TrainingSection& t = c.training;
   auto off_is_none = [](double v) { return v == 0 ? std::string("None") : py_float(v); };
-  m["ss_scale_weight_norms"] = optional_lr(c.training.scale_weight_norms);
+  m["ss_scale_weight_norms"] = optional_lr(t.scale_weight_norms);
   m["ss_noise_offset"] = off_is_none(t.noise_offset);
   m["ss_noise_offset_random_strength"] = py_bool(t.noise_offset_random_strength);
   m["ss_adaptive_noise_scale"] = optional_lr(t.adaptive_noise_scale);

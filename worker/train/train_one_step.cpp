@@ -133,8 +133,6 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
     if (s.config.training.scale_weight_norms.value_or(0) > 0) {
       const MaxNormReport m =
           apply_max_norm_regularization(*s.lora, *s.config.training.scale_weight_norms);
-      r.keys_scaled = m.keys_scaled;
-      r.mean_key_norm = m.mean_norm;
       if (s.rank == 0 && m.keys_scaled > 0) {
         LF_INFO("scale_weight_norms: global_step "
                 << s.state.global_step + 1 << ": " << m.keys_scaled << " modules scaled, mean "

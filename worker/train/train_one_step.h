@@ -31,9 +31,6 @@ struct StepResult {
   bool skipped = false;
   double nonfinite_ranks = 0.0;
   double loss_scale = 0.0;
-  // network.scale_weight_norms: modules scaled after the step, and the mean norm of their delta W.
-  int keys_scaled = 0;
-  double mean_key_norm = 0.0;
 };
 
 // What the loop hands one step besides the batches.

@@ -39,6 +39,11 @@ torch::Tensor huber_threshold(const LossOptions& o, const torch::Tensor& timeste
 
 torch::Tensor post_process_loss(const torch::Tensor& per_sample, const torch::Tensor& timesteps,
                                 const torch::Tensor& snr, const LossOptions& o) {
+  // The plain objective (every step of most runs): nothing to look up.
+  if (!o.min_snr_gamma && !o.scale_v_pred_loss_like_noise_pred && !o.v_pred_like_loss &&
+      !o.debiased_estimation_loss) {
+    return per_sample;
+  }
   const torch::Tensor snr_t = snr.index_select(0, timesteps).to(per_sample.device());
   torch::Tensor loss = per_sample;
   if (o.min_snr_gamma) {  // kohya apply_snr_weight
