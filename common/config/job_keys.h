@@ -145,6 +145,11 @@
   KEY(double, adam_epsilon, 1e-8, KeyRule::at_least(0), "AdamW eps")                               \
   KEY(double, adam_weight_decay, 0.01, KeyRule::at_least(0),                                       \
       "AdamW weight decay (torch.optim.AdamW's default)")                                          \
+  KEY(std::string, optimizer_type, "AdamW",                                                       \
+      KeyRule::any().note("kohya's spellings, case-insensitive"),                                  \
+      "kohya --optimizer_type: AdamW, Lion, SGDNesterov, AdaFactor, Prodigy, DAdaptAdam, ...")     \
+  KEY(std::vector<std::string>, optimizer_args, {}, KeyRule::any(),                                \
+      "kohya --optimizer_args: \"key=value\" strings (betas=0.9,0.99 weight_decay=0.01 ...)")     \
   KEY(int, clip_skip, 0, KeyRule::at_least(0).note("0 = the model family's default layer"),        \
       "kohya / A1111 clip skip; 0 keeps the family's layer")                                       \
   KEY(std::string, mixed_precision, "no",                                                          \
