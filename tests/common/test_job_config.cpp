@@ -380,6 +380,17 @@ TEST(JobConfig, InvalidValuesNameKeyAndExpectation) {
   EXPECT_EQ(error_of(m + "training:\n  clip_skip: -1\n"),
             "job.yaml:6: key 'training.clip_skip': expected an integer >= 0 (0 = the model "
             "family's default layer), got -1");
+  // kohya --max_token_length: None (75 here), 150 or 225.
+  EXPECT_EQ(parse_job_config(m, "j").training.max_token_length, 75);
+  EXPECT_EQ(
+      parse_job_config(m + "training:\n  max_token_length: 225\n", "j").training.max_token_length,
+      225);
+  EXPECT_EQ(error_of(m + "training:\n  max_token_length: 100\n"),
+            "job.yaml:6: key 'training.max_token_length': expected 75, 150 or 225 (whole "
+            "75-token windows; 75 = kohya's unset), got 100");
+  EXPECT_EQ(error_of(m + "training:\n  max_token_length: 300\n"),
+            "job.yaml:6: key 'training.max_token_length': expected an integer in [75, 225] (75, "
+            "150 or 225), got 300");
   const JobConfig xl = parse_job_config(
       "model:\n  pretrained_model_name_or_path: m\n  architecture: sdxl\n"
       "  v_parameterization: true\n  disable_mmap_load_safetensors: true\n"

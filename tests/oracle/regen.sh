@@ -54,7 +54,7 @@ install_fixture() {
 if "${TOOL}" --help 2>&1 | grep -q -- "--preset"; then FLAG=--preset; else FLAG=--architecture; fi
 SEED=1234
 
-# 1. Tiny parity fixtures, one per preset the tool knows.
+# 1. Tiny parity and long-caption fixtures, one each per preset the tool knows.
 for preset in tiny tiny-sd2 tiny-sdxl; do
   if ! "${TOOL}" "${FLAG}" "${preset}" --seed "${SEED}" --output "${TMP}/${preset}.ckpt.safetensors" \
        --force >/dev/null 2>"${TMP}/err"; then
@@ -64,6 +64,12 @@ for preset in tiny tiny-sd2 tiny-sdxl; do
   nice "${PY}" "${ORACLE}/make_parity_fixture.py" --preset "${preset}" \
     --checkpoint "${TMP}/${preset}.ckpt.safetensors" --output "${TMP}/${preset}.safetensors"
   install_fixture "${TMP}/${preset}.safetensors" "${OUT}/${preset}.safetensors"
+  # kohya's long captions (max_token_length 75 / 150 / 225) on the same checkpoint.
+  nice "${PY}" "${ORACLE}/make_long_caption_fixture.py" --preset "${preset}" \
+    --checkpoint "${TMP}/${preset}.ckpt.safetensors" \
+    --output "${TMP}/long_captions_${preset}.safetensors"
+  install_fixture "${TMP}/long_captions_${preset}.safetensors" \
+    "${OUT}/long_captions_${preset}.safetensors"
 done
 
 # 2. Tokenizer ids, the DDPM / v-prediction schedule and kohya's LR schedules.
@@ -75,6 +81,8 @@ nice "${PY}" "${ORACLE}/make_lr_schedule_fixture.py" --output "${TMP}/lr_schedul
 install_fixture "${TMP}/lr_schedules.json" "${OUT}/lr_schedules.json"
 nice "${PY}" "${ORACLE}/make_loss_fixture.py" --output "${TMP}/loss_recipe.safetensors"
 install_fixture "${TMP}/loss_recipe.safetensors" "${OUT}/loss_recipe.safetensors"
+nice "${PY}" "${ORACLE}/make_optimizer_fixture.py" --output "${TMP}/optimizers.safetensors"
+install_fixture "${TMP}/optimizers.safetensors" "${OUT}/optimizers.safetensors"
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
 #    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture

@@ -30,10 +30,10 @@ TextCacheKey base_key() {
   return k;
 }
 
-TextEncoderEntry make_entry(bool pooled, int64_t hidden = 32) {
+TextEncoderEntry make_entry(bool pooled, int64_t hidden = 32, int64_t length = 77) {
   TextEncoderEntry e;
   auto gen = make_cpu_generator(11);
-  e.context = torch::randn({77, hidden}, gen);
+  e.context = torch::randn({length, hidden}, gen);
   e.context.data_ptr<float>()[0] = -0.0f;
   e.context.data_ptr<float>()[1] = 1.0e-42f;
   if (pooled) e.pooled = torch::randn({hidden}, gen);
@@ -74,11 +74,11 @@ TEST_F(TextDiskCacheTest, RenderingIsExactAndFileNameIsItsDigest) {
   EXPECT_EQ(k.rendering(),
             "lorafleet text encoder cache key\ncaption=14:a photo of sks\n"
             "tokenizer_identity=4:tok1\ntext_encoder_identity=3:te1\nclip_skip=2\n"
-            "with_pooled=false\n");
+            "with_pooled=false\nmax_token_length=75\n");
   // Python: hashlib.sha256(rendering.encode()).hexdigest()
   EXPECT_EQ(k.file_name(),
-            "7fc69887e94f57ce4ed5db573c3b2bd6f71c8c6f6c803896c7d239f0923c0658.safetensors");
-  EXPECT_EQ(TextDiskCache(dir_).path_for(k), dir_ + "/7f/" + k.file_name());
+            "c0ee6890aa7b1619a6fc649f1e20a678b2927d8533b84183b5c40c6445b68b79.safetensors");
+  EXPECT_EQ(TextDiskCache(dir_).path_for(k), dir_ + "/c0/" + k.file_name());
 }
 
 TEST_F(TextDiskCacheTest, FileNameStableAndDiffersForEveryField) {
@@ -89,6 +89,7 @@ TEST_F(TextDiskCacheTest, FileNameStableAndDiffersForEveryField) {
       {"text_encoder_identity", [](TextCacheKey& k) { k.text_encoder_identity = "te2"; }},
       {"clip_skip", [](TextCacheKey& k) { k.clip_skip = 1; }},
       {"with_pooled", [](TextCacheKey& k) { k.with_pooled = true; }},
+      {"max_token_length", [](TextCacheKey& k) { k.max_token_length = 225; }},
   };
   std::set<std::string> names{base_key().file_name()};
   for (const auto& [field, change] : changes) {
@@ -127,6 +128,39 @@ TEST_F(TextDiskCacheTest, RoundTripIsBitExact) {
   }
 }
 
+// kohya --max_token_length 225 on SDXL: a [227, hidden] context and the pooled bigG embedding,
+// which has the projection's width, not the context's. An entry of another token length is
+// never read: its key (so its file) differs, and a 77-position context under a 225 key is
+// corrupt.
+TEST_F(TextDiskCacheTest, LongCaptionEntriesAreKeyedOnTheirTokenLength) {
+  TextDiskCache cache(dir_);
+  TextCacheKey k75 = base_key();
+  k75.with_pooled = true;
+  TextEncoderEntry e75 = make_entry(false, 112);
+  e75.pooled = torch::ones({32});
+  cache.store(k75, e75);
+  TextCacheKey k225 = k75;
+  k225.max_token_length = 225;
+  EXPECT_NE(cache.path_for(k225), cache.path_for(k75));
+  EXPECT_FALSE(cache.load(k225).has_value());
+  TextEncoderEntry e225 = make_entry(false, 112, 227);
+  e225.pooled = torch::ones({32});
+  cache.store(k225, e225);
+  const auto got = cache.load(k225);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(same_bytes(got->context, e225.context));
+  EXPECT_TRUE(same_bytes(got->pooled, e225.pooled));
+  EXPECT_TRUE(same_bytes(cache.load(k75)->context, e75.context));
+
+  write_cache_file(cache.path_for(k225), {{"context", e75.context}, {"pooled", e75.pooled}},
+                   kTextCacheFormat, k225.rendering());
+  const std::string msg = load_error(cache, k225);
+  EXPECT_NE(msg.find("'context' is F32 [77, 112], expected F32 [227, hidden] (max_token_length "
+                     "225)"),
+            std::string::npos)
+      << msg;
+}
+
 TEST_F(TextDiskCacheTest, TruncatedFileThrowsNamingFileAndQuotingCaption) {
   TextDiskCache cache(dir_);
   TextCacheKey k = base_key();
@@ -158,10 +192,11 @@ TEST_F(TextDiskCacheTest, WrongShapesUnderValidKeyThrow) {
 
   k.with_pooled = true;
   const std::string ppath = cache.path_for(k);
-  write_cache_file(ppath, {{"context", torch::zeros({77, 32})}, {"pooled", torch::zeros({16})}},
+  write_cache_file(ppath, {{"context", torch::zeros({77, 32})}, {"pooled", torch::zeros({2, 16})}},
                    kTextCacheFormat, k.rendering());
   msg = load_error(cache, k);
-  EXPECT_NE(msg.find("'pooled' is F32 [16], expected F32 [32]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'pooled' is F32 [2, 16], expected F32 [projection_dim]"), std::string::npos)
+      << msg;
   write_cache_file(ppath, {{"context", torch::zeros({77, 32})}}, kTextCacheFormat, k.rendering());
   EXPECT_NE(load_error(cache, k).find("no 'pooled' tensor"), std::string::npos);
   write_cache_file(ppath,
@@ -199,8 +234,13 @@ TEST_F(TextDiskCacheTest, StoreRejectsMismatchedEntries) {
   e = make_entry(true);  // pooled given, key says no
   EXPECT_THROW(cache.store(k, e), std::invalid_argument);
   k.with_pooled = true;
-  e.pooled = torch::zeros({31});
+  e.pooled = torch::zeros({2, 16});
   EXPECT_THROW(cache.store(k, e), std::invalid_argument);
+  k.with_pooled = false;
+  k.max_token_length = 225;  // a 77-position context under a 227-position key
+  EXPECT_THROW(cache.store(k, make_entry(false)), std::invalid_argument);
+  k.max_token_length = 75;
+  k.with_pooled = true;
   e.pooled = torch::full({32}, NAN);
   EXPECT_THROW(cache.store(k, e), std::invalid_argument);
   EXPECT_FALSE(fs::exists(dir_));

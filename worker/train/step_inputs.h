@@ -16,13 +16,14 @@
 namespace lf {
 
 // This rank's slice of `batch` (rank_slice) as StepInputs on `device`: latents [b, 4, h, w]
-// from `latents`, context [b, 77, context_dim] from `texts` (a per-epoch caption is encoded
-// now, a base caption comes from the cache) or, when `texts` is null (the text encoders' LoRA
-// trains), one batched forward of `encoders` with gradients; SDXL's vector conditioning from the
-// pooled embedding and each sample's real size and crop; loss_weights [b]; loss_mask [b, 1, h, w]
-// when any sample has an alpha mask (the others get all ones). nullopt when the slice is empty
-// (the last batch of a bucket may leave some ranks without samples). The latents are cast to
-// `latent_dtype` (kohya casts them to weight_dtype). Throws as LatentCache::get.
+// from `latents`, context [b, 75 n + 2, context_dim] (n windows of max_token_length) from
+// `texts` (a per-epoch caption is encoded now, a base caption comes from the cache) or, when
+// `texts` is null (the text encoders' LoRA trains), one batched forward of `encoders` with
+// gradients; SDXL's vector conditioning from the pooled embedding and each sample's real size
+// and crop; loss_weights [b]; loss_mask [b, 1, h, w] when any sample has an alpha mask (the
+// others get all ones). nullopt when the slice is empty (the last batch of a bucket may leave
+// some ranks without samples). The latents are cast to `latent_dtype` (kohya casts them to
+// weight_dtype). Throws as LatentCache::get.
 std::optional<StepInputs> build_step_inputs(const GlobalBatch& batch, int rank,
                                             LatentCache& latents, TextCache* texts,
                                             TextEncoderStack& encoders, const ModelPreset& preset,

@@ -17,7 +17,7 @@ TextCache::~TextCache() = default;
 TextConditioning TextCache::encode(const std::string& caption) {
   torch::NoGradGuard no_grad;
   TextConditioning c = encoders_.encode({caption}, options_.device);
-  c.context = c.context.squeeze(0).detach();  // [77, context_dim]
+  c.context = c.context.squeeze(0).detach();                        // [75 n + 2, context_dim]
   if (c.pooled.defined()) c.pooled = c.pooled.squeeze(0).detach();  // [P]
   return c;
 }
@@ -43,6 +43,7 @@ const TextConditioning& TextCache::get(const std::string& caption) {
     // The identity covers every encoder's weights and its layer choice (clip_skip).
     key.text_encoder_identity = options_.text_encoder_identity;
     key.with_pooled = encoders_.has_pooled();
+    key.max_token_length = encoders_.max_token_length();
     if (auto hit = disk_->load(key)) {
       c.context = hit->context.to(options_.device);
       if (hit->pooled.defined()) c.pooled = hit->pooled.to(options_.device);

@@ -29,7 +29,8 @@ class TextCache {
   TextCache(TextEncoderStack& encoders, Options options);
   ~TextCache();
 
-  // The conditioning of `caption` for one sample: context [77, context_dim] and, for SDXL,
+  // The conditioning of `caption` for one sample: context [75 n + 2, context_dim] (77, 152 or 227
+  // positions for the encoders' max_token_length 75, 150 or 225) and, for SDXL,
   // pooled [P], on the device, cached. Throws std::runtime_error naming the cache file for a
   // corrupt disk entry.
   const TextConditioning& get(const std::string& caption);

@@ -10,6 +10,7 @@
 
 #include "common/io/sha256.h"
 #include "worker/train/cache_file.h"
+#include "worker/train/token_windows.h"
 
 namespace lf {
 namespace {
@@ -39,7 +40,8 @@ std::string TextCacheKey::rendering() const {
       .add("tokenizer_identity", tokenizer_identity)
       .add("text_encoder_identity", text_encoder_identity)
       .add("clip_skip", static_cast<std::int64_t>(clip_skip))
-      .add("with_pooled", with_pooled);
+      .add("with_pooled", with_pooled)
+      .add("max_token_length", static_cast<std::int64_t>(max_token_length));
   return r.str();
 }
 
@@ -70,19 +72,21 @@ std::optional<TextEncoderEntry> TextDiskCache::load(const TextCacheKey& key,
 
   const TensorInfo* ctx = file->find(kContextName);
   if (!ctx) throw corrupt("no 'context' tensor");
-  if (ctx->dtype != DType::F32 || ctx->shape.size() != 2 || ctx->shape[0] != kTextContextLength ||
+  const std::int64_t length = context_length(key.max_token_length);
+  if (ctx->dtype != DType::F32 || ctx->shape.size() != 2 || ctx->shape[0] != length ||
       ctx->shape[1] <= 0) {
     throw corrupt("'context' is " + dtype_name(ctx->dtype) + " " + cache_shape_text(ctx->shape) +
-                  ", expected F32 [77, hidden]");
+                  ", expected F32 [" + std::to_string(length) + ", hidden] (max_token_length " +
+                  std::to_string(key.max_token_length) + ")");
   }
-  const std::int64_t hidden = ctx->shape[1];
   const TensorInfo* pooled = file->find(kPooledName);
   if (key.with_pooled && !pooled) throw corrupt("no 'pooled' tensor although with_pooled is on");
   if (!key.with_pooled && pooled) throw corrupt("a 'pooled' tensor although with_pooled is off");
-  if (pooled && (pooled->dtype != DType::F32 || pooled->shape != std::vector<int64_t>{hidden})) {
+  // SDXL's pooled bigG embedding has the projection's width (1280), not the context's (2048).
+  if (pooled &&
+      (pooled->dtype != DType::F32 || pooled->shape.size() != 1 || pooled->shape[0] <= 0)) {
     throw corrupt("'pooled' is " + dtype_name(pooled->dtype) + " " +
-                  cache_shape_text(pooled->shape) + ", expected F32 [" + std::to_string(hidden) +
-                  "]");
+                  cache_shape_text(pooled->shape) + ", expected F32 [projection_dim]");
   }
   const size_t expected_count = pooled ? 2 : 1;
   if (file->tensors().size() != expected_count) {
@@ -107,10 +111,12 @@ std::optional<TextEncoderEntry> TextDiskCache::load(const TextCacheKey& key,
 void TextDiskCache::store(const TextCacheKey& key, const TextEncoderEntry& entry) const {
   const std::string what = "text encoder cache entry for caption " + quote_caption(key.caption);
   const at::Tensor& ctx = entry.context;
+  const std::int64_t length = context_length(key.max_token_length);
   if (!ctx.defined() || ctx.scalar_type() != at::kFloat || ctx.dim() != 2 ||
-      ctx.size(0) != kTextContextLength || ctx.size(1) <= 0) {
-    throw std::invalid_argument(what + ": context must be float32 [77, hidden], got " +
-                                describe(ctx));
+      ctx.size(0) != length || ctx.size(1) <= 0) {
+    throw std::invalid_argument(what + ": context must be float32 [" + std::to_string(length) +
+                                ", hidden] (max_token_length " +
+                                std::to_string(key.max_token_length) + "), got " + describe(ctx));
   }
   if (!at::isfinite(ctx).all().item<bool>()) {
     throw std::invalid_argument(what + ": context holds NaN or Inf values");
@@ -119,9 +125,9 @@ void TextDiskCache::store(const TextCacheKey& key, const TextEncoderEntry& entry
   const at::Tensor& pooled = entry.pooled;
   if (key.with_pooled) {
     if (!pooled.defined() || pooled.scalar_type() != at::kFloat || pooled.dim() != 1 ||
-        pooled.size(0) != ctx.size(1)) {
-      throw std::invalid_argument(what + ": pooled must be float32 [" +
-                                  std::to_string(ctx.size(1)) + "], got " + describe(pooled));
+        pooled.size(0) <= 0) {
+      throw std::invalid_argument(what + ": pooled must be float32 [projection_dim], got " +
+                                  describe(pooled));
     }
     if (!at::isfinite(pooled).all().item<bool>()) {
       throw std::invalid_argument(what + ": pooled holds NaN or Inf values");

@@ -1,6 +1,7 @@
 // On-disk cache of text-encoder outputs per caption (kohya's cache_text_encoder_outputs_to_disk,
 // which writes "<stem>_te_outputs.npz" per image; here one safetensors file per distinct
-// (caption, tokenizer, text encoder, clip_skip), validated like the latent cache).
+// (caption, tokenizer, text encoder, clip_skip, max_token_length), validated like the latent
+// cache).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,15 +12,15 @@
 
 namespace lf {
 
-// Token positions of a CLIP context (75 tokens framed by BOS/EOS, kohya max_token_length unset).
-inline constexpr std::int64_t kTextContextLength = 77;
-
 struct TextCacheKey {
   std::string caption;                // the exact text given to the tokenizer
   std::string tokenizer_identity;     // e.g. sha256 of vocab.json + merges.txt
   std::string text_encoder_identity;  // module_identity() of the text encoder's state dict
   int clip_skip = 1;                  // kohya clip_skip: 1 = last layer, 2 = penultimate, ...
   bool with_pooled = false;           // the entry carries the pooled output (SDXL's pool2)
+  // kohya --max_token_length (75, 150, 225): the context has context_length() = 75 n + 2
+  // positions (token_windows.h).
+  int max_token_length = 75;
 
   // Canonical text of every field under a kind line (cache_file.h CacheKeyRendering); the format
   // version lives in the file's metadata.
@@ -32,12 +33,16 @@ struct TextCacheKey {
 
 // Bumped when the file layout changes; files of another version are stale (re-encoded).
 // 2: captions NFC-normalised before tokenising; the encoder identity covers every encoder and
-// its layer choice (SD 2.x / SDXL).
-inline constexpr const char* kTextCacheFormat = "lorafleet-text-cache/2";
+// its layer choice (SD 2.x / SDXL). 3: the key holds max_token_length and the context has its
+// length (77, 152 or 227 positions), so an entry of one token length is never read for another.
+inline constexpr const char* kTextCacheFormat = "lorafleet-text-cache/3";
 
 struct TextEncoderEntry {
-  at::Tensor context;  // [77, hidden] float32 CPU: the (clip_skip-selected) hidden states
-  at::Tensor pooled;   // [hidden] float32 CPU, undefined when !key.with_pooled
+  // [context_length(key.max_token_length), hidden] float32 CPU: the (clip_skip-selected) hidden
+  // states, windows joined
+  at::Tensor context;
+  at::Tensor
+      pooled;  // [P] float32 CPU (SDXL: the projection width), undefined when !key.with_pooled
 };
 
 class TextDiskCache {
@@ -49,8 +54,9 @@ class TextDiskCache {
   // format version; *stale_reason then says why, and is cleared otherwise).
   // Throws std::runtime_error naming the cache file, quoting the caption (first 80 characters)
   // and saying to delete the file (or the cache folder) when it is corrupt: not valid
-  // safetensors, "context" not float32 [77, hidden>0] or holding NaN/Inf, "pooled" not float32
-  // [hidden], present without key.with_pooled or missing with it, or another tensor present.
+  // safetensors, "context" not float32 [L, hidden>0] (L = context_length(key.max_token_length))
+  // or holding NaN/Inf, "pooled" not float32 [P > 0], present without key.with_pooled or
+  // missing with it, or another tensor present.
   std::optional<TextEncoderEntry> load(const TextCacheKey& key,
                                        std::string* stale_reason = nullptr) const;
 

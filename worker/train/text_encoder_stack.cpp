@@ -5,11 +5,18 @@
 
 #include <stdexcept>
 
+#include "worker/train/token_windows.h"
+
 namespace lf {
 
 TextEncoderStack::TextEncoderStack(const ModelPreset& preset, std::vector<CLIPTextModel> encoders,
-                                   const CLIPTokenizer& tokenizer, int clip_skip)
-    : preset_(preset), encoders_(std::move(encoders)), tokenizer_(tokenizer) {
+                                   const CLIPTokenizer& tokenizer, int clip_skip,
+                                   int max_token_length)
+    : preset_(preset),
+      encoders_(std::move(encoders)),
+      tokenizer_(tokenizer),
+      max_token_length_(max_token_length),
+      windows_(token_window_count(max_token_length)) {
   if (encoders_.size() != preset_.text_encoders.size() || encoders_.empty()) {
     throw std::invalid_argument("TextEncoderStack: " + std::to_string(encoders_.size()) +
                                 " text encoders for a preset with " +
@@ -54,28 +61,30 @@ std::string TextEncoderStack::layer_rendering() const {
 TextConditioning TextEncoderStack::encode(const std::vector<std::string>& captions,
                                           at::Device device) {
   if (captions.empty()) throw std::invalid_argument("TextEncoderStack::encode: no captions");
+  const auto b = static_cast<int64_t>(captions.size());
   std::vector<at::Tensor> hidden;
   TextConditioning out;
   for (std::size_t i = 0; i < encoders_.size(); ++i) {
     const TextEncoderSpec& spec = preset_.text_encoders[i];
+    const int pad = static_cast<int>(spec.pad_token);
     std::vector<int64_t> ids;
-    ids.reserve(captions.size() * 77);
+    ids.reserve(static_cast<std::size_t>(b * windows_ * kWindowLength));
     for (const std::string& c : captions) {
-      const std::vector<int> t = tokenizer_.tokenize(c, 77, static_cast<int>(spec.pad_token));
-      ids.insert(ids.end(), t.begin(), t.end());
+      const std::vector<int> t = tokenizer_.tokenize(c, max_token_length_ + 2, pad);
+      const std::vector<int64_t> w = kohya_token_windows(t, CLIPTokenizer::kEndOfText, pad);
+      ids.insert(ids.end(), w.begin(), w.end());
     }
     // On the encoder's own device: once the caches are complete the encoders may have left
-    // the training device.
+    // the training device. Each window is one row [B * n, 77].
     const at::Device on = encoders_[i]->parameters().front().device();
-    at::Tensor input_ids = torch::tensor(ids, torch::kLong)
-                               .view({static_cast<int64_t>(captions.size()), 77})
-                               .to(on);
+    at::Tensor input_ids =
+        torch::tensor(ids, torch::kLong).view({b * windows_, kWindowLength}).to(on);
     // Only SDXL's last encoder contributes a pooled output; the others stop at their layer.
     const bool pooled = with_pooled_ && i + 1 == encoders_.size();
     CLIPTextOutput o =
         encoders_[i]->forward(input_ids, layers_[i], spec.apply_final_layer_norm, pooled);
-    hidden.push_back(o.hidden);
-    if (pooled) out.pooled = o.pooled;
+    hidden.push_back(join_window_states(o.hidden, windows_));
+    if (pooled) out.pooled = first_window_pooled(o.pooled, windows_);
   }
   out.context = (hidden.size() == 1 ? hidden[0] : torch::cat(hidden, /*dim=*/-1)).to(device);
   if (out.pooled.defined()) out.pooled = out.pooled.to(device);

@@ -13,6 +13,7 @@
 #include "worker/core/offload/unet_streaming.h"
 #include "worker/core/offload/vram_plan.h"
 #include "worker/core/train/autocast.h"
+#include "worker/train/token_windows.h"
 
 namespace lf {
 namespace {
@@ -66,7 +67,8 @@ void probe_step(const VramBudgetInputs& in, const ProbeShape& s) {
                              in.device)
                     .context;
     } else {
-      context = torch::zeros({s.batch, 77, preset.unet.context_dim}, opts);
+      const std::int64_t length = context_length(in.config.training.max_token_length);
+      context = torch::zeros({s.batch, length, preset.unet.context_dim}, opts);
     }
     torch::Tensor y;
     if (preset.unet.adm_in_channels > 0) {

@@ -16,7 +16,8 @@ namespace lf {
 
 struct StepInputs {
   torch::Tensor latents;       // [B, 4, h, w], already multiplied by the VAE scale_factor
-  torch::Tensor context;       // [B, 77, context_dim] text-encoder hidden states
+  // [B, L, context_dim] text-encoder hidden states (L = 77; 152 or 227 for kohya's long captions)
+  torch::Tensor context;
   // SDXL's vector conditioning y [B, adm_in_channels] (pooled text embedding and size/crop
   // embeddings, sdxl_vector_conditioning); undefined for SD 1.x/2.x.
   torch::Tensor vector_cond;
