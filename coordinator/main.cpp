@@ -1,4 +1,5 @@
-// lorafleet-coordinator: parses flags, loads the job config and hands over to run_coordinator.
+// lorafleet-coordinator: parses flags, loads the job config (a job YAML, or a kohya training
+// --config_file TOML with an optional job YAML beside it) and hands over to run_coordinator.
 // Any error becomes one line "lorafleet-coordinator: error: <what>" and exit code 1.
 #include <CLI/CLI.hpp>
 
@@ -8,6 +9,8 @@
 #include <string>
 
 #include "common/config/job_config.h"
+#include "common/config/kohya_arg_fates.h"
+#include "common/config/kohya_training_toml.h"
 #include "common/util/log.h"
 #include "coordinator/inspect.h"
 #include "coordinator/server.h"
@@ -15,6 +18,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"lorafleet coordinator: plans the job and tracks the workers"};
   std::string config_path;
+  std::string kohya_config_path;
+  bool list_kohya_args = false;
   std::string listen;
   std::string metrics;
   std::string job_token_file;
@@ -23,7 +28,13 @@ int main(int argc, char** argv) {
   double registration_timeout = 300.0;
   bool inspect = false;
   lf::InspectOptions inspect_options;
-  app.add_option("--config", config_path, "job config YAML")->required();
+  app.add_option("--config", config_path,
+                 "job config YAML (with --config_file: lorafleet's own keys only)");
+  app.add_option("--config_file", kohya_config_path,
+                 "kohya training TOML (train_network.py --config_file), dataset .toml named in "
+                 "its dataset_config");
+  app.add_flag("--list-kohya-args", list_kohya_args,
+               "print what lorafleet does with each kohya train_network.py argument, then exit");
   auto* listen_opt =
       app.add_option("--listen", listen, "gRPC HOST:PORT (overrides coordinator.listen_address)");
   auto* metrics_opt = app.add_option(
@@ -58,9 +69,23 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (list_kohya_args) {
+    std::cout << "| kohya argument | fate | what lorafleet does |\n|---|---|---|\n"
+              << lf::kohya_args_markdown() << std::flush;
+    return 0;
+  }
+  if (config_path.empty() && kohya_config_path.empty()) {
+    std::cerr << "lorafleet-coordinator: error: --config or --config_file is required (see "
+                 "--help)"
+              << std::endl;
+    return 1;
+  }
+
   try {
     lf::set_log_role("coordinator");
-    const lf::JobConfig config = lf::load_job_config(config_path);
+    const lf::JobConfig config =
+        kohya_config_path.empty() ? lf::load_job_config(config_path)
+                                  : lf::load_kohya_training_config(kohya_config_path, config_path);
     if (inspect) {
       inspect_options.world_size = world_size > 0 ? world_size : 1;
       std::cout << lf::inspect_job(config, inspect_options) << std::flush;

@@ -1299,6 +1299,56 @@ TEST_F(CoordinatorTest, RestartedCoordinatorRestoresTheRunningGeneration) {
   EXPECT_EQ(third.service().last_committed_step(), -1);
 }
 
+// kohya's training TOML as the job (--config_file), lorafleet's own keys in --config: --inspect
+// plans what the equivalent job YAML plans, and a refused argument is one error line.
+TEST_F(CoordinatorTest, BinaryInspectsAKohyaTrainingToml) {
+  const std::string bin = LF_BINARY_DIR "/coordinator/lorafleet-coordinator";
+  const std::string r = root_->string();
+  const std::string toml = r + "/kohya_train.toml";
+  std::ofstream(toml) << "[model_arguments]\npretrained_model_name_or_path = \"" << r
+                      << "/model.safetensors\"\n[dataset_arguments]\ntrain_data_dir = \"" << r
+                      << "/train\"\nreg_data_dir = \"" << r
+                      << "/reg\"\nresolution = \"256\"\nenable_bucket = true\n"
+                         "min_bucket_reso = 128\nmax_bucket_reso = 512\n"
+                         "caption_extension = \".txt\"\nxformers = true\n"
+                         "[training_arguments]\nseed = 1234\nprior_loss_weight = 0.5\n"
+                         "max_train_steps = 10\noutput_dir = \""
+                      << r << "/out\"\n";
+  const std::string job = r + "/kohya_job.yaml";
+  std::ofstream(job) << "model:\n  tokenizer_vocab: " << r << "/vocab.txt.gz\n";
+  const auto [rc, out] = run_command(bin + " --config_file " + toml + " --config " + job +
+                                     " --inspect --world-size 2");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(toml + ":11: kohya argument 'xformers': ignored: lorafleet decides this "
+                            "itself"),
+            std::string::npos)
+      << out;
+  const std::string yaml_path = r + "/kohya_equivalent.yaml";
+  std::ofstream(yaml_path) << yaml();
+  const auto [yrc, yout] =
+      run_command(bin + " --config " + yaml_path + " --inspect --world-size 2");
+  ASSERT_EQ(yrc, 0) << yout;
+  // The plan (subsets, reg use, buckets, schedule) is the one of the equivalent YAML; the
+  // dataset line names its own origin, then the same bucket options.
+  ASSERT_NE(out.find("  subsets:\n"), std::string::npos) << out;
+  const std::string plan = out.substr(out.find("  subsets:\n"));
+  EXPECT_EQ(plan, yout.substr(yout.find("  subsets:\n")));
+  const auto options_of = [](const std::string& o) {
+    const std::size_t at = o.find(": resolution ");
+    return o.substr(at, o.find('\n', at) - at);
+  };
+  EXPECT_EQ(options_of(out), options_of(yout));
+  EXPECT_NE(plan.find("number of train images (including repeats): 6"), std::string::npos) << plan;
+
+  std::ofstream(toml, std::ios::app) << "sample_prompts = \"prompts.txt\"\n";
+  const auto [brc, bout] = run_command(bin + " --config_file " + toml + " --inspect");
+  EXPECT_EQ(brc, 1);
+  EXPECT_EQ(bout, "lorafleet-coordinator: error: " + toml +
+                      ":17: kohya argument 'sample_prompts': refused: lorafleet does not "
+                      "generate sample images during training (only off (false, 0, \"\" or []) "
+                      "is accepted, got 'prompts.txt')\n");
+}
+
 TEST(CoordinatorBinary, BadConfigIsOneLineErrorAndExitOne) {
   const std::string bin = LF_BINARY_DIR "/coordinator/lorafleet-coordinator";
   if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
