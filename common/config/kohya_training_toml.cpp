@@ -443,6 +443,15 @@ class KohyaToml {
   std::vector<std::string>* warnings_;
 };
 
+// Every mapping and list of `node` in flow style, so that it is emitted on one line.
+void set_flow_style(YAML::Node node) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  node.SetStyle(YAML::EmitterStyle::Flow);
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    set_flow_style(node.IsMap() ? it->second : *it);
+  }
+}
+
 // The lorafleet job YAML's keys, one line each (a mapping or list value in flow style).
 void add_job_yaml(const std::string& text, const std::string& path, YamlBuilder* out) {
   YAML::Node root;
@@ -458,9 +467,15 @@ void add_job_yaml(const std::string& text, const std::string& path, YamlBuilder*
   };
   auto flow = [](const YAML::Node& v) -> std::string {
     if (v.IsNull()) return "";
-    if (v.IsScalar() && v.Tag() == "!") return quoted(v.Scalar());  // keep quoted as quoted
+    // A quoted scalar stays quoted (the parser refuses a quoted number), a multi-line one
+    // becomes one line.
+    if (v.IsScalar() && (v.Tag() == "!" || v.Scalar().find('\n') != std::string::npos)) {
+      return quoted(v.Scalar());
+    }
+    YAML::Node copy = YAML::Clone(v);
+    set_flow_style(copy);
     YAML::Emitter e;
-    e << YAML::Flow << v;
+    e << copy;
     return e.c_str();
   };
   if (!root.IsMap()) {

@@ -351,6 +351,25 @@ TEST_F(KohyaTrainingToml, LorafleetKeysComeFromTheJobYaml) {
             "--config)");
 }
 
+// The job YAML may hold lorafleet's `datasets:` list (form 2); it travels as one flow line.
+TEST_F(KohyaTrainingToml, DatasetsListOfTheJobYaml) {
+  const std::string yaml =
+      "datasets:\n  - resolution: [640, 448]\n    batch_size: 3\n    subsets:\n"
+      "      - image_dir: img\n        num_repeats: 4\n        class_tokens: \"a: b\"\n"
+      "output:\n  training_comment: |\n    two\n    lines\n";
+  const JobConfig c =
+      from_toml("pretrained_model_name_or_path = \"m.safetensors\"\nmax_train_steps = 10\n", &yaml);
+  ASSERT_EQ(c.datasets.size(), 1u);
+  EXPECT_EQ(c.datasets[0].batch_size, 3);
+  EXPECT_EQ(c.datasets[0].buckets.resolution_w, 640);
+  EXPECT_EQ(c.datasets[0].buckets.resolution_h, 448);
+  ASSERT_EQ(c.datasets[0].subsets.size(), 1u);
+  EXPECT_EQ(c.datasets[0].subsets[0].image_dir, dir_.str("img"));
+  EXPECT_EQ(c.datasets[0].subsets[0].num_repeats, 4);
+  EXPECT_EQ(c.datasets[0].subsets[0].class_tokens, "a: b");
+  EXPECT_EQ(c.output.training_comment, "two\nlines\n");
+}
+
 TEST_F(KohyaTrainingToml, AKeyInBothFilesIsRefusedNamingBoth) {
   const std::string yaml = "cluster:\n  world_size: 2\ntraining:\n  seed: 7\n";
   EXPECT_EQ(error_of(minimal("seed = 1\n"), &yaml),
@@ -428,6 +447,20 @@ TEST_F(KohyaTrainingToml, WarmupAsARatioOrAPercentage) {
   const JobConfig steps = from_toml(minimal("lr_scheduler = \"linear\"\nlr_warmup_steps = 3\n"));
   EXPECT_FALSE(steps.training.lr_warmup_steps.ratio.has_value());
   EXPECT_EQ(steps.training.lr_warmup_steps.steps, 3);
+}
+
+TEST_F(KohyaTrainingToml, SchedulerArgsAndUnimplementedDatasetArguments) {
+  const JobConfig c =
+      from_toml(minimal("lr_scheduler = \"polynomial\"\nlr_scheduler_power = 2.0\n"
+                        "lr_scheduler_args = [\"lr_end=1e-7\"]\ncolor_aug = false\n"));
+  EXPECT_EQ(c.training.lr_scheduler, "polynomial");
+  EXPECT_EQ(c.training.lr_scheduler_power, 2.0);
+  EXPECT_EQ(c.training.lr_scheduler_args, (std::vector<std::string>{"lr_end=1e-7"}));
+  // A kohya dataset argument lorafleet does not implement, at another value than its no-op.
+  EXPECT_EQ(error_of(minimal("\ncolor_aug = true\n")),
+            "train.toml:5: kohya argument 'color_aug', key 'dataset.color_aug': lorafleet does "
+            "not support color_aug yet (only kohya's no-op value is accepted: false), got "
+            "'true'");
 }
 
 TEST_F(KohyaTrainingToml, KohyasDefaultsApplyWhereTheyDifferFromLorafleets) {
