@@ -2,12 +2,14 @@
 // fp32 on the CPU: with the UNet's ResBlocks and transformer blocks and the text encoders'
 // layers recomputed in backward, the loss and every LoRA gradient (UNet, LoCon convs, both
 // text encoders) are bit-identical to the run without it, and the recompute draws no random
-// numbers. Also the autograd Function on its own: input and parameter gradients, undefined and
-// grad-free inputs, and the autocast state re-entered by the recompute.
+// numbers; with kohya's LoRA dropouts on, the recompute replays the forward's masks, so the
+// results are bit-identical too. Also the autograd Function on its own: input and parameter
+// gradients, undefined and grad-free inputs, and the autocast state re-entered by the recompute.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "lora/lora_network.h"
 #include "model/checkpoint.h"
 #include "model/gradient_checkpoint.h"
+#include "model/lora_dropout.h"
 #include "model/model_config.h"
 #include "model/sd_models.h"
 #include "model/unet.h"
@@ -39,19 +42,21 @@ struct StepGrads {
   std::map<std::string, torch::Tensor> grads;  // by LoRA parameter name
   torch::Tensor generator_state;               // the noise generator after the step
   torch::Tensor global_generator_state;        // the default CPU generator after the step
+  torch::Tensor dropout_state;                 // the LoRA dropout stream after the step
 };
 
 // One training step of a LoRA on UNet + text encoders (their LoRA trains, so the context and
 // SDXL's pooled vector carry gradients), with non-zero lora_up so every gradient is non-zero.
 class CheckpointedStep {
  public:
-  explicit CheckpointedStep(const std::string& preset_name)
+  explicit CheckpointedStep(const std::string& preset_name, LoRADropout dropout = {})
       : models_(build_sd_models(model_preset(preset_name), /*with_decoder=*/false)) {
     load_sd_models(models_, make_random_checkpoint(models_.preset, 11));
     LoRANetworkOptions options;
     options.network_dim = 2;
     options.network_alpha = 1.0;
     options.conv_dim = 2;  // LoCon: the ResBlock convs carry adapters too
+    options.dropout = dropout;
     at::Generator init = make_cpu_generator(5);
     const bool sdxl = models_.preset.family == ModelFamily::kSDXL;
     lora_ = std::make_unique<LoRANetwork>(models_.unet, unet_lora_naming(models_.unet, sdxl),
@@ -68,6 +73,10 @@ class CheckpointedStep {
   }
 
   StepGrads run(int64_t b) {
+    // The training step's dropout stream, over the text encoders, the UNet and the backward.
+    at::Generator dropout_gen = make_cpu_generator(21);
+    std::optional<LoRADropoutScope> dropout;
+    if (lora_->options().dropout.any()) dropout.emplace(dropout_gen);
     const ModelPreset& preset = models_.preset;
     torch::Tensor ids = torch::randint(1, 400, {b, 77}, make_cpu_generator(7), torch::kInt64);
     ids.index_put_({torch::indexing::Slice(), 20}, preset.text_encoders[0].config.eos_token_id);
@@ -104,6 +113,7 @@ class CheckpointedStep {
     }
     out.generator_state = gen.get_state();
     out.global_generator_state = at::detail::getDefaultCPUGenerator().get_state();
+    out.dropout_state = dropout_gen.get_state();
     return out;
   }
 
@@ -152,6 +162,38 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, GradientCheckpointing,
                          ::testing::Combine(::testing::Values(std::string("tiny"),
                                                               std::string("tiny-sdxl")),
                                             ::testing::Values(int64_t{1}, int64_t{2})));
+
+// kohya's network_dropout, rank_dropout and module_dropout on every module: the recompute of each
+// checkpointed block draws the masks its forward drew (the stream's state is replayed), so loss
+// and gradients are bit-identical with and without checkpointing, and the stream ends at the
+// same state (the recompute drew from a copy). The dropouts do act: the gradients differ from
+// the run without them.
+TEST_P(GradientCheckpointing, LoRADropoutMasksAreReplayedByTheRecompute) {
+  const auto& [preset, batch] = GetParam();
+  CheckpointedStep step(preset, LoRADropout{0.25, 0.25, 0.1});
+  const StepGrads plain = step.run(batch);
+  step.set_checkpointing(true);
+  const StepGrads ckpt = step.run(batch);
+  EXPECT_EQ(plain.loss, ckpt.loss);
+  ASSERT_EQ(plain.grads.size(), ckpt.grads.size());
+  ASSERT_GT(plain.grads.size(), 20u);
+  for (const auto& [name, g] : plain.grads) {
+    ASSERT_TRUE(ckpt.grads.count(name)) << name;
+    EXPECT_TRUE(same_bytes(g, ckpt.grads.at(name)))
+        << name << ": max |diff| " << (g - ckpt.grads.at(name)).abs().max();
+  }
+  EXPECT_TRUE(same_bytes(plain.dropout_state, ckpt.dropout_state));
+  EXPECT_TRUE(same_bytes(plain.global_generator_state, ckpt.global_generator_state));
+
+  CheckpointedStep without(preset);
+  const StepGrads none = without.run(batch);
+  EXPECT_NE(plain.loss, none.loss);
+  // Module dropout skipped some modules (no gradient), the masks changed the others.
+  EXPECT_LT(plain.grads.size(), none.grads.size());
+  std::size_t differ = 0;
+  for (const auto& [name, g] : plain.grads) differ += !same_bytes(g, none.grads.at(name));
+  EXPECT_EQ(differ, plain.grads.size());
+}
 
 TEST(CheckpointFunction, GradientsOfInputsAndParamsMatchTheDirectGraph) {
   torch::Tensor w = torch::randn({3, 3}, make_cpu_generator(1)).requires_grad_(true);

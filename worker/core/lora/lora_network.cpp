@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "lora/lora_blocks.h"
 #include "model/attention.h"
 #include "model/state_dict.h"
 
@@ -97,6 +98,14 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
     throw std::invalid_argument(
         "LoRANetwork: nothing to train (train_unet and train_text_encoder are both false)");
   }
+  const std::size_t blocks = options_.block_dims.size();
+  if (options_.block_alphas.size() != blocks ||
+      (!options_.conv_block_dims.empty() && options_.conv_block_dims.size() != blocks) ||
+      options_.conv_block_alphas.size() != options_.conv_block_dims.size()) {
+    throw std::invalid_argument(
+        "LoRANetwork: block_dims, block_alphas, conv_block_dims and conv_block_alphas must have "
+        "one entry per block (conv_block_* may be empty)");
+  }
   options_.network_alpha = kohya_alpha(options_.network_alpha, options_.network_dim);
   options_.conv_alpha = kohya_alpha(options_.conv_alpha, options_.conv_dim);
   key_context_.unet = naming;
@@ -114,13 +123,15 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
       const UNetLoRAName name = kohya_unet_lora_name(sub.key(), naming);
       if (name.scope == UNetLoRAScope::kNone) continue;
       if (name.scope == UNetLoRAScope::kResBlock) {
-        // kohya adds ResnetBlock2D / Downsample2D / Upsample2D to the targets only with conv_dim.
-        if (options_.conv_dim == 0) continue;
+        // kohya adds ResnetBlock2D / Downsample2D / Upsample2D to the targets only with conv_dim
+        // (or conv_block_dims, or ranks read from weights).
+        if (!locon_targets()) continue;
         ++resblock_layers;
       }
       add_module(name.name, sub.value(), "UNet layer " + sub.key(), true);
     }
-    if (options_.conv_dim > 0 && resblock_layers == 0) {
+    if (options_.conv_dim > 0 && options_.block_dims.empty() && options_.module_dims.empty() &&
+        resblock_layers == 0) {
       throw std::invalid_argument(
           "LoRANetwork: conv_dim " + std::to_string(options_.conv_dim) +
           " asks for LoCon, but this UNet has no LoRA-compatible ResBlock / Downsample / "
@@ -150,8 +161,36 @@ LoRANetwork::LoRANetwork(UNetModel& unet, int64_t network_dim, double network_al
     : LoRANetwork(unet, unet_lora_naming(unet, /*ldm_names=*/false), {},
                   LoRANetworkOptions{network_dim, network_alpha, 0, 0.0, true, false}, generator) {}
 
+bool LoRANetwork::locon_targets() const {
+  return options_.conv_dim > 0 || !options_.conv_block_dims.empty() ||
+         !options_.module_dims.empty();
+}
+
+LoRAModuleDim LoRANetwork::module_dim(const std::string& name, bool unet, bool kxk) const {
+  const LoRANetworkOptions& o = options_;
+  if (!o.module_dims.empty()) {  // kohya create_network_from_weights: the file's modules only
+    auto it = o.module_dims.find(name);
+    if (it == o.module_dims.end()) return {};
+    return {it->second.rank, kohya_alpha(it->second.alpha, it->second.rank)};
+  }
+  if (unet && !o.block_dims.empty()) {  // kohya create_network with block_dims
+    const int b = kohya_block_index(name, key_context_.unet.ldm_names);
+    if (b < 0 || static_cast<std::size_t>(b) >= o.block_dims.size()) {
+      throw std::invalid_argument("LoRANetwork: " + name + " is in no kohya block of " +
+                                  std::to_string(o.block_dims.size()));
+    }
+    const auto i = static_cast<std::size_t>(b);
+    if (!kxk) return {o.block_dims[i], kohya_alpha(o.block_alphas[i], o.block_dims[i])};
+    if (o.conv_block_dims.empty()) return {};
+    return {o.conv_block_dims[i], kohya_alpha(o.conv_block_alphas[i], o.conv_block_dims[i])};
+  }
+  // kohya: Linear and 1x1 conv take network_dim/alpha, larger kernels conv_dim/conv_alpha.
+  if (kxk) return {o.conv_dim, o.conv_alpha};
+  return {o.network_dim, o.network_alpha};
+}
+
 void LoRANetwork::add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
-                             const std::string& where, bool kxk_uses_conv_dim) {
+                             const std::string& where, bool unet) {
   Module m;
   m.linear = std::dynamic_pointer_cast<LoRACompatibleLinearImpl>(layer);
   m.conv = std::dynamic_pointer_cast<LoRAConvLayerImpl>(layer);
@@ -159,14 +198,10 @@ void LoRANetwork::add_module(const std::string& name, std::shared_ptr<torch::nn:
   if (busy)
     throw std::invalid_argument("LoRANetwork: " + where + " already carries a LoRA adapter");
   const bool kxk = m.conv && m.conv->weight().dim() == 4 && m.conv->weight().size(2) > 1;
-  // kohya: Linear and 1x1 conv take network_dim/alpha, larger kernels conv_dim/conv_alpha.
-  if (kxk && kxk_uses_conv_dim) {
-    m.rank = options_.conv_dim;
-    m.alpha = options_.conv_alpha;
-  } else {
-    m.rank = options_.network_dim;
-    m.alpha = options_.network_alpha;
-  }
+  const LoRAModuleDim dim = module_dim(name, unet, kxk);
+  if (dim.rank <= 0) return;  // kohya skips modules of rank 0 (a block left out)
+  m.rank = dim.rank;
+  m.alpha = dim.alpha;
   if (!modules_.emplace(name, std::move(m)).second) {
     throw std::invalid_argument("LoRANetwork: two layers map to the kohya name " + name +
                                 " (the second is " + where + ")");
@@ -196,6 +231,7 @@ void LoRANetwork::init_adapters(at::Generator& generator) {
     adapter->down.set_requires_grad(true);
     adapter->up.set_requires_grad(true);
     adapter->scale = m.alpha / static_cast<double>(r);
+    adapter->dropout = options_.dropout;
     if (m.linear) {
       m.linear->set_adapter(adapter);
     } else {
@@ -212,6 +248,28 @@ LoRANetwork::~LoRANetwork() {
     if (m.linear && m.linear->adapter() == m.adapter) m.linear->set_adapter(nullptr);
     if (m.conv && m.conv->adapter() == m.adapter) m.conv->set_adapter(nullptr);
   }
+}
+
+std::map<std::string, LoRAModuleDim> lora_module_dims(
+    const std::map<std::string, torch::Tensor>& kohya_tensors) {
+  std::map<std::string, LoRAModuleDim> dims;
+  const std::string down = ".lora_down.weight";
+  for (const auto& [key, t] : kohya_tensors) {
+    if (key.size() <= down.size() || key.compare(key.size() - down.size(), down.size(), down)) {
+      continue;
+    }
+    if (t.dim() < 2) {
+      throw std::invalid_argument("lora_module_dims: " + key + " has " + shape_of(t) +
+                                  ", expected [rank, ...]");
+    }
+    const std::string name = key.substr(0, key.size() - down.size());
+    LoRAModuleDim& d = dims[name];
+    d.rank = t.size(0);
+    auto alpha = kohya_tensors.find(name + ".alpha");  // kohya: "support old LoRA without alpha"
+    d.alpha = alpha != kohya_tensors.end() ? alpha->second.to(torch::kFloat64).item<double>()
+                                           : static_cast<double>(d.rank);
+  }
+  return dims;
 }
 
 std::vector<std::string> LoRANetwork::module_names() const {

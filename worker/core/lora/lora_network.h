@@ -36,6 +36,12 @@ inline double kohya_alpha(double alpha, int64_t rank) {
   return alpha > 0 ? alpha : static_cast<double>(rank);
 }
 
+// One module's rank and alpha (alpha <= 0 means the rank).
+struct LoRAModuleDim {
+  int64_t rank = 0;
+  double alpha = 0.0;
+};
+
 struct LoRANetworkOptions {
   int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
   double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)
@@ -43,7 +49,29 @@ struct LoRANetworkOptions {
   double conv_alpha = 1.0;     // <= 0 means conv_dim
   bool train_unet = true;
   bool train_text_encoder = true;
+  // kohya's per-block ranks of the UNet (create_network with block_dims or a block lr weight),
+  // indexed by kohya_block_index (lora_blocks.h): 25 entries for SD 1.x/2.x, 23 for SDXL, or
+  // empty (off). When set, the UNet's Linear / 1x1 modules take block_dims / block_alphas of
+  // their block and its k x k convs conv_block_dims / conv_block_alphas (LoCon; none when
+  // empty); a rank of 0 leaves the module out. network_dim / conv_dim then only rank the text
+  // encoders' modules.
+  std::vector<int64_t> block_dims;
+  std::vector<double> block_alphas;
+  std::vector<int64_t> conv_block_dims;
+  std::vector<double> conv_block_alphas;
+  // kohya create_network_from_weights (--dim_from_weights): when non-empty, exactly these
+  // modules (kohya names), each with its own rank and alpha; the ranks above are not used.
+  std::map<std::string, LoRAModuleDim> module_dims;
+  // Every module's training-time dropouts (kohya --network_dropout, rank_dropout,
+  // module_dropout); they act only under a LoRADropoutScope (lora_dropout.h).
+  LoRADropout dropout;
 };
+
+// kohya create_network_from_weights' modules_dim / modules_alpha: the rank (lora_down's first
+// dimension) and alpha (".alpha", else the rank) of every module of kohya-named tensors, e.g.
+// normalize_lora_state_dict's output. Throws std::invalid_argument for a lora_down of < 2 dims.
+std::map<std::string, LoRAModuleDim> lora_module_dims(
+    const std::map<std::string, torch::Tensor>& kohya_tensors);
 
 // One text encoder to attach adapters to (HF CLIP module structure, also for open_clip weights).
 struct LoRATextEncoderTarget {
@@ -75,14 +103,17 @@ class LoRANetwork {
   // LoRA-compatible layer inside a SpatialTransformer, plus with conv_dim > 0 those inside
   // ResBlocks / Downsample / Upsample; in each text encoder (if options.train_text_encoder) the
   // self_attn q/k/v/out_proj and mlp fc1/fc2 of layers < num_layers. Linear and 1x1-conv modules
-  // get network_dim / network_alpha, k x k convs conv_dim / conv_alpha; scale = alpha / rank.
+  // get network_dim / network_alpha, k x k convs conv_dim / conv_alpha, unless the options give
+  // per-block or per-module ranks (block_dims, module_dims; with module_dims the UNet's
+  // ResBlock layers are targets too); scale = alpha / rank.
   // In sorted kohya-name order (lora_te* before lora_unet*), lora_down ([r, in] or
   // [r, in, k, k]) is drawn U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in k k
   // (kaiming_uniform a = sqrt(5)), on `generator` (CPU); lora_up ([out, r] or [out, r, 1, 1]) is
   // zero; float32 on the layer's device, requiring grad. Freezes every UNet and text-encoder
   // parameter. Throws std::invalid_argument for network_dim <= 0, conv_dim < 0, nothing to train,
-  // conv_dim > 0 with no LoRA-compatible ResBlock conv in `unet`, duplicate names, or a layer
-  // that already carries an adapter.
+  // conv_dim > 0 with no LoRA-compatible ResBlock conv in `unet`, per-block lists of unequal
+  // lengths or a UNet module outside them, duplicate names, or a layer that already carries an
+  // adapter.
   LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
               const std::vector<LoRATextEncoderTarget>& text_encoders,
               const LoRANetworkOptions& options, at::Generator& generator);
@@ -160,8 +191,13 @@ class LoRANetwork {
     std::shared_ptr<LoRACompatibleLinearImpl> linear;  // exactly one of linear / conv is set
     std::shared_ptr<LoRAConvLayerImpl> conv;
   };
+  // The rank and alpha kohya gives module `name` (rank 0: no module).
+  LoRAModuleDim module_dim(const std::string& name, bool unet, bool kxk) const;
+  // True when the UNet's ResBlock / Downsample / Upsample layers are targets (kohya extends the
+  // targets with conv_dim, conv_block_dims or weights to load the ranks from).
+  bool locon_targets() const;
   void add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
-                  const std::string& where, bool kxk_uses_conv_dim);
+                  const std::string& where, bool unet);
   void init_adapters(at::Generator& generator);
 
   LoRANetworkOptions options_;

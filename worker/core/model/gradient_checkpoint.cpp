@@ -2,10 +2,12 @@
 #include "model/gradient_checkpoint.h"
 
 #include <memory>
+#include <optional>
 
 #include <torch/torch.h>
 
 #include "model/lora_compatible.h"
+#include "model/lora_dropout.h"
 #include "train/autocast.h"
 
 namespace lf {
@@ -27,6 +29,8 @@ struct CheckpointState : torch::CustomClassHolder {
   std::size_t num_tensor_args = 0;
   AutocastState cpu_autocast;
   AutocastState cuda_autocast;
+  // The LoRA dropout stream: the forward draws from it, the recompute replays its saved state.
+  LoRADropoutReplay dropout;
 };
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -39,6 +43,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     if (state->hooks && state->hooks->begin) state->hooks->begin(false);
     {
       torch::NoGradGuard no_grad;
+      std::optional<LoRADropoutScope> dropout;
+      if (state->dropout.live) dropout.emplace(*state->dropout.live, /*ignore_grad_mode=*/true);
       out = state->body(state->inputs);
     }
     if (state->hooks && state->hooks->end) state->hooks->end(false);
@@ -76,6 +82,9 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
       torch::AutoGradMode grad_mode(true);
       AutocastScope cpu(c10::DeviceType::CPU, state->cpu_autocast);
       AutocastScope cuda(c10::DeviceType::CUDA, state->cuda_autocast);
+      // A fresh copy of the state the forward started from: the same masks again.
+      std::optional<LoRADropoutScope> dropout;
+      if (state->dropout.saved) dropout.emplace(state->dropout.saved->clone());
       out = state->body(detached);
     }
     if (out.requires_grad() && !wrt.empty()) {
@@ -103,6 +112,7 @@ torch::Tensor checkpointed(const CheckpointBody& body, const std::vector<torch::
   state->params = params;
   state->cpu_autocast = autocast_state(c10::DeviceType::CPU);
   state->cuda_autocast = autocast_state(c10::DeviceType::CUDA);
+  state->dropout = capture_lora_dropout();
   // Undefined inputs are no autograd arguments (the Function would reject them).
   std::vector<torch::Tensor> tensors;
   tensors.reserve(inputs.size() + params.size());

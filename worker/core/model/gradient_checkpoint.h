@@ -2,9 +2,10 @@
 // backward runs it again, with gradients, to get the block's input and LoRA gradients. Mirrors
 // torch.utils.checkpoint as diffusers applies it per ResBlock and transformer block (and
 // transformers per CLIP encoder layer); written as a C++ autograd Function because LibTorch has
-// no torch.utils.checkpoint. The recompute runs the same ops on the same values, draws no random
-// numbers (the blocks have none), re-enters the forward's autocast state, and so gives
-// bit-identical results on the CPU.
+// no torch.utils.checkpoint. The recompute runs the same ops on the same values, replays the
+// LoRA dropout stream from where the block's forward started (lora_dropout.h; torch's
+// preserve_rng_state), re-enters the forward's autocast state, and so gives bit-identical
+// results on the CPU.
 #pragma once
 
 #include <cstddef>

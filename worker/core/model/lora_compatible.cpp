@@ -1,5 +1,5 @@
 // LoRA-injectable Linear / Conv: base projection plus multiplier * scale * up(down(x)),
-// the forward of kohya networks.lora.LoRAModule (without dropout variants).
+// the forward of kohya networks.lora.LoRAModule (its dropouts in lora_dropout.h).
 #include "model/lora_compatible.h"
 
 #include <cmath>
@@ -94,10 +94,12 @@ LoRACompatibleLinearImpl::LoRACompatibleLinearImpl(int64_t in_features, int64_t 
 
 torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = at::linear(x, usable_weight(weight_, x), bias_);
-  if (!adapter_) return y;
+  if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
-  torch::Tensor h = at::linear(at::linear(lora_input(x, a), a.down), a.up);
-  return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
+  double scale = a.scale;
+  torch::Tensor h = at::linear(lora_input(x, a), a.down);
+  h = at::linear(apply_lora_dropout(a.dropout, h, /*conv=*/false, &scale), a.up);
+  return y + (h * (scale * a.multiplier)).to(y.scalar_type());
 }
 
 void LoRACompatibleLinearImpl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {
@@ -120,10 +122,12 @@ LoRACompatibleConvImpl::LoRACompatibleConvImpl(int64_t in_channels, int64_t out_
 
 torch::Tensor LoRACompatibleConvImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = at::conv2d(x, usable_weight(weight_, x), bias_, stride_, padding_);
-  if (!adapter_) return y;
+  if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
-  torch::Tensor h = at::conv2d(at::conv2d(lora_input(x, a), a.down, {}, stride_, padding_), a.up);
-  return y + (h * (a.scale * a.multiplier)).to(y.scalar_type());
+  double scale = a.scale;
+  torch::Tensor h = at::conv2d(lora_input(x, a), a.down, {}, stride_, padding_);
+  h = at::conv2d(apply_lora_dropout(a.dropout, h, /*conv=*/true, &scale), a.up);
+  return y + (h * (scale * a.multiplier)).to(y.scalar_type());
 }
 
 void LoRACompatibleConvImpl::set_adapter(std::shared_ptr<LoRAAdapter> adapter) {

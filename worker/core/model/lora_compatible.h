@@ -12,6 +12,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/lora_dropout.h"
+
 namespace lf {
 
 // Both layer classes below compute in the input's dtype, or autocast's while it is on. A
@@ -20,12 +22,14 @@ namespace lf {
 // A low-rank update attached to one layer: out += multiplier * scale * up(down(x)).
 // The tensors are owned by the LoRA network (they are the trainable parameters); they may have
 // a different dtype than the base layer: the input is cast to down's dtype and the update back
-// to the base output's dtype.
+// to the base output's dtype. While a training step's dropout stream is active
+// (lora_dropout.h), `dropout` acts between down and up as in kohya LoRAModule.forward.
 struct LoRAAdapter {
   torch::Tensor down;       // Linear [r, in]; Conv [r, in, k, k]
   torch::Tensor up;         // Linear [out, r]; Conv [out, r, 1, 1]
   double scale = 1.0;       // alpha / r
   double multiplier = 1.0;  // kohya network multiplier
+  LoRADropout dropout;      // kohya network_dropout / rank_dropout / module_dropout
 };
 
 // torch.nn.Linear with an optional LoRAAdapter.
