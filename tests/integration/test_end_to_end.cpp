@@ -181,9 +181,12 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   expect_same_lora(straight + "/e2e.safetensors", cont + "/e2e.safetensors");
 }
 
-// kohya's noise, timestep and loss options (issue 12) draw only from the seeded per-step
-// streams: both ranks stay identical every step, and N + --resume N gives the same bytes as 2N.
-// The options change the result (the LoRA differs from the plain objective's).
+// kohya's noise, timestep and loss options and its network options (issue 12) draw only from
+// the seeded per-step streams: both ranks stay identical every step, and N + --resume N gives
+// the same bytes as 2N. The network options are the three LoRA dropouts, block lr weights and
+// per-block ranks: a run with gradient checkpointing (whose recompute replays the dropout
+// masks) gives the same bytes, the saved file has each block's ranks and alphas, and the options
+// change the result (the LoRA differs from the plain objective's).
 TEST_F(EndToEnd, KohyaNoiseAndLossOptionsKeepRanksInSyncAndResumeExact) {
   const int cport = free_port(), mport = free_port();
   const std::string recipe =
@@ -191,29 +194,88 @@ TEST_F(EndToEnd, KohyaNoiseAndLossOptionsKeepRanksInSyncAndResumeExact) {
       "  noise_offset_random_strength: true\n  adaptive_noise_scale: 0.01\n"
       "  ip_noise_gamma: 0.1\n  ip_noise_gamma_random_strength: true\n  min_timestep: 100\n"
       "  max_timestep: 900\n  scale_weight_norms: 0.0001\n";
+  // Per-block ranks (kohya's 25 SD blocks): block 1 (down_blocks_0) rank 2, the mid block (12)
+  // left out, block 13 (up_blocks_0_attentions_0) rank 3 with alpha 6, the others rank 4.
+  std::string dims, alphas;
+  for (int b = 0; b < 25; ++b) {
+    dims += std::string(b ? "," : "") + (b == 1 ? "2" : b == 12 ? "0" : b == 13 ? "3" : "4");
+    alphas += std::string(b ? "," : "") + (b == 13 ? "6" : "2");
+  }
+  const std::string network =
+      "network:\n  network_dropout: 0.1\n  rank_dropout: 0.2\n  module_dropout: 0.1\n"
+      "  down_lr_weight: sine+0.5\n  up_lr_weight: cosine+0.5\n  block_dims: " +
+      dims + "\n  block_alphas: " + alphas + "\n";
+  auto config = [&](const std::string& name, const std::string& out, const std::string& extra) {
+    const std::string path = write_config(name, out, 4, 0, cport, mport, 0, "", "", recipe + extra);
+    std::string y = read_file(path);
+    y.replace(y.find("network:\n"), 9, network);
+    std::ofstream(path) << y;
+    return path;
+  };
   const std::string straight = (dir_ / "straight").string();
-  RunResult a = run_job(write_config("a.yaml", straight, 4, 0, cport, mport, 0, "", "", recipe),
-                        cport, 2, "--verify-sync-every 1");
+  RunResult a = run_job(config("a.yaml", straight, ""), cport, 2, "--verify-sync-every 1");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   // The max-norm constraint acted after some step (and every rank scaled the same modules).
   EXPECT_NE(a.output.find("modules scaled, mean key norm"), std::string::npos) << a.output;
   const std::string split = (dir_ / "split").string();
-  const std::string cfg = write_config("b.yaml", split, 4, 0, cport, mport, 0, "", "", recipe);
+  const std::string cfg = config("b.yaml", split, "");
   RunResult b1 = run_job(cfg, cport, 2, "--stop-at-step 2");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
   RunResult b2 = run_job(cfg, cport, 2, "--resume " + split);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
+  const std::string ckpt = (dir_ / "ckpt").string();
+  RunResult d = run_job(config("d.yaml", ckpt, "  gradient_checkpointing: true\n"), cport, 2, "");
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  expect_same_lora(straight + "/e2e.safetensors", ckpt + "/e2e.safetensors");
+
+  const auto with = lf::load_safetensors(straight + "/e2e.safetensors");
+  const std::string q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
+  EXPECT_EQ(with.tensors.at(q + ".lora_down.weight").sizes(), at::IntArrayRef({2, 32}));
+  EXPECT_EQ(with.tensors.at(q + ".alpha").item<float>(), 2.0f);
+  const std::string out = "lora_unet_up_blocks_0_attentions_0_proj_out";
+  EXPECT_EQ(with.tensors.at(out + ".lora_up.weight").sizes(), at::IntArrayRef({64, 3, 1, 1}));
+  EXPECT_EQ(with.tensors.at(out + ".alpha").item<float>(), 6.0f);
+  EXPECT_EQ(with.tensors.at("lora_unet_up_blocks_1_attentions_1_proj_in.lora_down.weight").size(0),
+            4);
+  for (const auto& [key, tensor] : with.tensors) {
+    EXPECT_EQ(key.find("mid_block"), std::string::npos) << key << ": block 12 has rank 0";
+  }
+  // The text encoder keeps network_dim (kohya's block_dims are the UNet's).
+  EXPECT_EQ(with.tensors.at("lora_te_text_model_encoder_layers_1_mlp_fc1.lora_down.weight").size(0),
+            4);
+  EXPECT_NE(with.metadata.at("ss_network_args").find("\"block_dims\": \"" + dims + "\""),
+            std::string::npos);
+  EXPECT_EQ(with.metadata.at("ss_network_dropout"), "0.1");
+
+  // The dropouts act: without them (all else equal) the LoRA differs.
+  const std::string no_dropout = (dir_ / "no_dropout").string();
+  {
+    const std::string path = config("e.yaml", no_dropout, "");
+    std::string y = read_file(path);
+    const std::string dropouts =
+        "  network_dropout: 0.1\n  rank_dropout: 0.2\n  module_dropout: 0.1\n";
+    y.erase(y.find(dropouts), dropouts.size());
+    std::ofstream(path) << y;
+    RunResult e = run_job(path, cport, 2, "");
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+  }
+  const auto undropped = lf::load_safetensors(no_dropout + "/e2e.safetensors");
+  std::size_t changed = 0;
+  for (const auto& [key, tensor] : with.tensors) {
+    changed += !at::equal(tensor, undropped.tensors.at(key));
+  }
+  EXPECT_GT(changed, with.tensors.size() / 4) << "the LoRA dropouts changed nothing";
+
   const std::string plain = (dir_ / "plain").string();
   RunResult c = run_job(write_config("c.yaml", plain, 4, 0, cport, mport, 0), cport, 2, "");
   ASSERT_EQ(c.exit_code, 0) << c.output;
-  const auto with = lf::load_safetensors(straight + "/e2e.safetensors");
   const auto without = lf::load_safetensors(plain + "/e2e.safetensors");
   bool differs = false;
   for (const auto& [key, tensor] : with.tensors) {
-    differs = differs || !at::equal(tensor, without.tensors.at(key));
+    differs = differs || !without.tensors.count(key) || !at::equal(tensor, without.tensors.at(key));
   }
-  EXPECT_TRUE(differs) << "the noise and loss options changed nothing";
+  EXPECT_TRUE(differs) << "the noise, loss and network options changed nothing";
 }
 
 // kohya's epoch saves (issue 12): save_every_n_epochs 1 over 3 epochs writes a checkpoint and

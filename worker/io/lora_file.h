@@ -90,4 +90,10 @@ std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::
 // prefixed with the path.
 LoRALoadReport load_network_weights(LoRANetwork& network, const std::string& path);
 
+// kohya --dim_from_weights (create_network_from_weights): the rank and alpha of every module of
+// the LoRA file at `path`, read in any layout load_network_weights accepts (normalised with
+// `ctx`). Throws std::runtime_error prefixed with the path.
+std::map<std::string, LoRAModuleDim> network_weights_module_dims(const std::string& path,
+                                                                 const LoRAKeyContext& ctx);
+
 }  // namespace lf

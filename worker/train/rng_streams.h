@@ -6,6 +6,8 @@
 //                                                 same image content, bucket, crop and flip give
 //                                                 the same latents on every rank and in every run
 //   LoRA init          (seed)                     rank 0's draw is broadcast anyway
+//   LoRA dropout       (seed, rank, global_step,   as the noise, a stream of its own
+//                       micro-batch)
 // Streams are kept apart by a fixed tag mixed in with mix_seed (SplitMix64).
 #pragma once
 
@@ -29,5 +31,13 @@ inline at::Generator make_noise_generator(std::uint64_t seed, int rank, std::int
                                        : mix_seed(s, /*tag=*/4, static_cast<std::uint64_t>(micro)));
 }
 inline std::uint64_t lora_init_seed(std::uint64_t seed) { return mix_seed(seed, /*tag=*/3, 0); }
+// The LoRA dropout stream (network_dropout, rank_dropout, module_dropout; lora_dropout.h) of
+// micro-batch `micro` of step `global_step` of `rank`: apart from the noise stream, so turning
+// dropout on leaves the noise and timesteps as they were.
+inline at::Generator make_lora_dropout_generator(std::uint64_t seed, int rank,
+                                                 std::int64_t global_step, std::int64_t micro) {
+  return make_cpu_generator(mix_seed(noise_stream_seed(seed, rank, global_step), /*tag=*/5,
+                                     static_cast<std::uint64_t>(micro)));
+}
 
 }  // namespace lf
