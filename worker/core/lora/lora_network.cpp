@@ -156,10 +156,23 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
   init_adapters(generator);
 }
 
+namespace {
+
+// The SD 1.x/2.x UNet-only options of the short constructor.
+LoRANetworkOptions unet_only_options(int64_t network_dim, double network_alpha) {
+  LoRANetworkOptions o;
+  o.network_dim = network_dim;
+  o.network_alpha = network_alpha;
+  o.train_text_encoder = false;
+  return o;
+}
+
+}  // namespace
+
 LoRANetwork::LoRANetwork(UNetModel& unet, int64_t network_dim, double network_alpha,
                          at::Generator& generator)
     : LoRANetwork(unet, unet_lora_naming(unet, /*ldm_names=*/false), {},
-                  LoRANetworkOptions{network_dim, network_alpha, 0, 0.0, true, false}, generator) {}
+                  unet_only_options(network_dim, network_alpha), generator) {}
 
 bool LoRANetwork::locon_targets() const {
   return options_.conv_dim > 0 || !options_.conv_block_dims.empty() ||
