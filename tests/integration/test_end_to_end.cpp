@@ -179,6 +179,22 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   ASSERT_EQ(c.exit_code, 0) << c.output;
   // Equal to the loaded file: network_weights was loaded (and broadcast), not re-initialised.
   expect_same_lora(straight + "/e2e.safetensors", cont + "/e2e.safetensors");
+
+  // kohya --dim_from_weights: network_dim 8 does not fit the file (rank 4), but the network takes
+  // each module's rank and alpha from it, so the same file comes back.
+  const std::string dims = (dir_ / "dims").string();
+  const std::string cfg_d = write_config("d.yaml", dims, 1, 0, cport, mport, 0);
+  {
+    std::string y = read_file(cfg_d);
+    y.replace(y.find("  learning_rate: 0.001"), 22, "  learning_rate: 0.0");
+    y.replace(y.find("network:\n  network_dim: 4\n"), 26,
+              "network:\n  network_dim: 8\n  dim_from_weights: true\n  network_weights: " +
+                  straight + "/e2e.safetensors\n");
+    std::ofstream(cfg_d) << y;
+  }
+  RunResult d = run_job(cfg_d, cport, 2, "");
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  expect_same_lora(straight + "/e2e.safetensors", dims + "/e2e.safetensors");
 }
 
 // kohya's noise, timestep and loss options and its network options (issue 12) draw only from
