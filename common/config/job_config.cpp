@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/config/dataset_keys.h"
+#include "common/config/kohya_blocks.h"
 #include "common/config/lr_schedule_keys.h"
 #include "common/config/yaml_fields.h"
 
@@ -190,6 +191,10 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   const auto& t = c.training;
   require(t.max_train_steps >= 1 || t.max_train_epochs > 0, "training.max_train_steps",
           "an integer >= 1 (or max_train_epochs > 0)", std::to_string(t.max_train_steps));
+  // kohya's choices (None, 150, 225): whole 75-token windows; the key rule bounds it to [75, 225].
+  require(t.max_token_length % 75 == 0, "training.max_token_length",
+          "75, 150 or 225 (whole 75-token windows; 75 = kohya's unset)",
+          std::to_string(t.max_token_length));
   // With max_train_epochs the total is known once the dataset is planned: the coordinator checks
   // the total-dependent rules then (coordinator/job.cpp); here they cannot fail.
   const std::int64_t total = t.max_train_epochs > 0 ? kUnplannedTotalSteps : t.max_train_steps;
@@ -200,6 +205,9 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   validate_objective(p, c);
   validate_saving(p, c);
   validate_loraplus(p, c);
+  if (const auto e = check_block_network_args(c.network)) {
+    p.fail_key(p.line_for(e->key), e->key, e->problem);
+  }
 
   const auto& w = c.worker;
   require(w.vram_budget_gb == 0 || w.device != "cpu", "worker.vram_budget_gb",

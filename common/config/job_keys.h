@@ -87,7 +87,31 @@
   KEY(std::optional<double>, unet_lr, std::nullopt, KeyRule::at_least(0),                        \
       "kohya --unet_lr: unset = learning_rate; 0 leaves the UNet out of the network")            \
   KEY(std::optional<double>, text_encoder_lr, std::nullopt, KeyRule::at_least(0),                \
-      "kohya --text_encoder_lr: unset = learning_rate; 0 leaves the text encoders out")
+      "kohya --text_encoder_lr: unset = learning_rate; 0 leaves the text encoders out")          \
+  KEY(std::string, down_lr_weight, "", KeyRule::any(),                                           \
+      "kohya's block lr weights of the down blocks: a preset (sine, ...+offset) or numbers")     \
+  KEY(std::string, mid_lr_weight, "", KeyRule::any(),                                            \
+      "kohya's block lr weight(s) of the mid block: comma-separated numbers")                    \
+  KEY(std::string, up_lr_weight, "", KeyRule::any(),                                             \
+      "kohya's block lr weights of the up blocks: a preset (sine, ...+offset) or numbers")       \
+  KEY(double, block_lr_zero_threshold, 0.0, KeyRule::at_least(0),                                \
+      "kohya's: block lr weights not above this become 0 (the block gets no modules)")           \
+  KEY(std::string, block_dims, "", KeyRule::any(),                                               \
+      "kohya's per-block ranks of the UNet's Linear / 1x1 modules (25 or 23 integers)")          \
+  KEY(std::string, block_alphas, "", KeyRule::any(),                                             \
+      "kohya's per-block alphas of those modules (25 or 23 numbers)")                            \
+  KEY(std::string, conv_block_dims, "", KeyRule::any(),                                          \
+      "kohya's per-block ranks of the UNet's 3x3 convs (LoCon; 25 or 23 integers)")              \
+  KEY(std::string, conv_block_alphas, "", KeyRule::any(),                                        \
+      "kohya's per-block alphas of the 3x3-conv modules (25 or 23 numbers)")                     \
+  KEY(std::optional<double>, network_dropout, std::nullopt, KeyRule::in_half_open(0, 1),         \
+      "kohya --network_dropout: dropout of each module's lora_down output while training")       \
+  KEY(std::optional<double>, rank_dropout, std::nullopt, KeyRule::in_half_open(0, 1),            \
+      "kohya's rank_dropout: each rank of a module dropped per sample while training")           \
+  KEY(std::optional<double>, module_dropout, std::nullopt, KeyRule::in_half_open(0, 1),          \
+      "kohya's module_dropout: a whole module skipped with this probability while training")     \
+  KEY(bool, dim_from_weights, false, KeyRule::any(),                                             \
+      "kohya --dim_from_weights: the modules, ranks and alphas of network_weights")
 
 // training: kohya train_network.py's training arguments.
 #define LF_TRAINING_KEYS(KEY)                                                                      \
@@ -145,13 +169,15 @@
   KEY(double, adam_epsilon, 1e-8, KeyRule::at_least(0), "AdamW eps")                               \
   KEY(double, adam_weight_decay, 0.01, KeyRule::at_least(0),                                       \
       "AdamW weight decay (torch.optim.AdamW's default)")                                          \
-  KEY(std::string, optimizer_type, "AdamW",                                                       \
+  KEY(std::string, optimizer_type, "AdamW",                                                        \
       KeyRule::any().note("kohya's spellings, case-insensitive"),                                  \
       "kohya --optimizer_type: AdamW, Lion, SGDNesterov, AdaFactor, Prodigy, DAdaptAdam, ...")     \
   KEY(std::vector<std::string>, optimizer_args, {}, KeyRule::any(),                                \
-      "kohya --optimizer_args: \"key=value\" strings (betas=0.9,0.99 weight_decay=0.01 ...)")     \
+      "kohya --optimizer_args: \"key=value\" strings (betas=0.9,0.99 weight_decay=0.01 ...)")      \
   KEY(int, clip_skip, 0, KeyRule::at_least(0).note("0 = the model family's default layer"),        \
       "kohya / A1111 clip skip; 0 keeps the family's layer")                                       \
+  KEY(int, max_token_length, 75, KeyRule::in_range(75, 225).note("75, 150 or 225"),                \
+      "kohya --max_token_length: caption tokens, in 75-token windows; 75 = kohya's unset")         \
   KEY(std::string, mixed_precision, "no",                                                          \
       KeyRule::one_of({"no", "fp16", "bf16"}).note("kohya --mixed_precision"),                     \
       "frozen weights in that dtype, forward under autocast, fp32 loss and LoRA")                  \

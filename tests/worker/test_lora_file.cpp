@@ -157,6 +157,7 @@ TEST(LoRAFile, MetadataPerFamily) {
   EXPECT_EQ(m.at("modelspec.sai_model_spec"), "1.0.1");
   EXPECT_EQ(m.at("modelspec.title"), "mine");
   EXPECT_EQ(m.at("ss_clip_skip"), "None");
+  EXPECT_EQ(m.at("ss_max_token_length"), "None");  // 75: kohya's unset
   EXPECT_EQ(m.count("modelspec.encoder_layer"), 0u);
   EXPECT_EQ(m.count("ss_network_args"), 0u);
   EXPECT_EQ(m.at("ss_unet_lr"), "None");
@@ -174,7 +175,9 @@ TEST(LoRAFile, MetadataPerFamily) {
   EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v2-512/lora");
   f.v_parameterization = true;
   f.clip_skip = 2;
+  c.training.max_token_length = 225;
   m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_max_token_length"), "225");
   EXPECT_EQ(m.at("ss_base_model_version"), "sd_v2_v");
   EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v2-768-v/lora");
   EXPECT_EQ(m.at("modelspec.prediction_type"), "v");
@@ -265,6 +268,56 @@ TEST(LoRAFile, MetadataRecordsTheObjectiveOptions) {
   EXPECT_EQ(m.at("ss_ip_noise_gamma"), "0.1");
   EXPECT_EQ(m.at("ss_huber_scale"), "1.0");
   EXPECT_EQ(m.at("ss_debiased_estimation"), "True");
+}
+
+// kohya --dim_from_weights: the rank and alpha of every module of a LoRA file (alpha = rank
+// where the file has none), read through the same layouts network_weights accepts.
+TEST(LoRAFile, NetworkWeightsModuleDimsAreTheFilesRanksAndAlphas) {
+  const fs::path dir = fs::temp_directory_path() / ("lf_lora_dims_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "dims.safetensors").string();
+  const std::string unet = "lora_unet_down_blocks_0_attentions_0_proj_in";
+  const std::string te = "lora_te_text_model_encoder_layers_0_mlp_fc1";
+  save_kohya_lora(path,
+                  {{unet + ".lora_down.weight", torch::zeros({3, 32, 1, 1})},
+                   {unet + ".lora_up.weight", torch::zeros({32, 3, 1, 1})},
+                   {unet + ".alpha", torch::tensor(1.5f)},
+                   {te + ".lora_down.weight", torch::zeros({2, 64})},
+                   {te + ".lora_up.weight", torch::zeros({128, 2})}},
+                  {});
+  LoRAKeyContext ctx;
+  ctx.unet = UNetLoRANaming{false, 1, {true, true}};
+  ctx.text_encoder_prefixes = {"lora_te"};
+  const std::map<std::string, LoRAModuleDim> dims = network_weights_module_dims(path, ctx);
+  ASSERT_EQ(dims.size(), 2u);
+  EXPECT_EQ(dims.at(unet).rank, 3);
+  EXPECT_EQ(dims.at(unet).alpha, 1.5);
+  EXPECT_EQ(dims.at(te).rank, 2);
+  EXPECT_EQ(dims.at(te).alpha, 2.0);
+  EXPECT_THROW(network_weights_module_dims((dir / "missing.safetensors").string(), ctx),
+               std::runtime_error);
+  fs::remove_all(dir);
+}
+
+// kohya's block-wise and dropout network_args land in ss_network_args as given (kohya records
+// the "key=value" strings), --network_dropout in ss_network_dropout (None when unset).
+TEST(LoRAFile, MetadataRecordsBlockWiseAndDropoutNetworkArgs) {
+  const JobConfig c = parse_job_config(
+      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
+      "dataset:\n  train_data_dir: /d\n"
+      "network:\n  down_lr_weight: sine+0.5\n  mid_lr_weight: 2\n"
+      "  up_lr_weight: 0,0,1,1,1,1,1,1,1,1,1,1\n  block_lr_zero_threshold: 0.1\n"
+      "  network_dropout: 0.1\n  rank_dropout: 0.2\n  module_dropout: 0.05\n",
+      "t.yaml");
+  LoRATrainingFacts f;
+  f.family = "sd1";
+  const auto m = kohya_lora_metadata(c, f);
+  EXPECT_EQ(m.at("ss_network_args"),
+            "{\"down_lr_weight\": \"sine+0.5\", \"mid_lr_weight\": \"2\", "
+            "\"up_lr_weight\": \"0,0,1,1,1,1,1,1,1,1,1,1\", \"block_lr_zero_threshold\": "
+            "\"0.1\", \"rank_dropout\": \"0.2\", \"module_dropout\": \"0.05\"}");
+  EXPECT_EQ(m.at("ss_network_dropout"), "0.1");
+  EXPECT_EQ(kohya_lora_metadata(demo_config(), f).at("ss_network_dropout"), "None");
 }
 
 }  // namespace

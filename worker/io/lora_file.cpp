@@ -54,6 +54,24 @@ void add_objective_metadata(std::map<std::string, std::string>& m, const JobConf
   m["ss_huber_c"] = py_float(t.huber_c);
 }
 
+// kohya's block-wise and dropout network_args, as given (kohya records the strings).
+void add_block_network_args(std::vector<std::pair<std::string, std::string>>& args,
+                            const NetworkSection& n) {
+  const std::pair<const char*, const std::string*> lists[] = {
+      {"down_lr_weight", &n.down_lr_weight},      {"mid_lr_weight", &n.mid_lr_weight},
+      {"up_lr_weight", &n.up_lr_weight},          {"block_dims", &n.block_dims},
+      {"block_alphas", &n.block_alphas},          {"conv_block_dims", &n.conv_block_dims},
+      {"conv_block_alphas", &n.conv_block_alphas}};
+  for (const auto& [key, value] : lists) {
+    if (!value->empty()) args.emplace_back(key, *value);
+  }
+  if (n.block_lr_zero_threshold != 0) {
+    args.emplace_back("block_lr_zero_threshold", py_float(n.block_lr_zero_threshold));
+  }
+  if (n.rank_dropout) args.emplace_back("rank_dropout", py_float(*n.rank_dropout));
+  if (n.module_dropout) args.emplace_back("module_dropout", py_float(*n.module_dropout));
+}
+
 // The JSON text of a string, as json.dumps writes it.
 std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
@@ -130,7 +148,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_network_module"] = "networks.lora";
   m["ss_network_dim"] = std::to_string(c.network.network_dim);
   m["ss_network_alpha"] = py_float(c.network.network_alpha);
-  m["ss_network_dropout"] = "None";
+  m["ss_network_dropout"] = optional_lr(c.network.network_dropout);  // kohya --network_dropout
   // json.dumps of kohya's network_args dict, whose values are the "key=value" strings.
   std::vector<std::pair<std::string, std::string>> network_args;
   if (c.network.conv_dim > 0) {
@@ -144,6 +162,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   for (const auto& [key, ratio] : loraplus) {
     if (*ratio) network_args.emplace_back(key, py_float(**ratio));
   }
+  add_block_network_args(network_args, c.network);
   if (!network_args.empty()) {
     std::string json;
     for (const auto& [key, value] : network_args) {
@@ -166,7 +185,9 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
       sdxl ? std::string("sdxl_base_v1-0")
            : std::string(v2 ? "sd_v2" : "sd_v1") + (f.v_parameterization ? "_v" : "");
   m["ss_clip_skip"] = f.clip_skip > 0 ? std::to_string(f.clip_skip) : "None";
-  m["ss_max_token_length"] = "None";
+  // kohya writes args.max_token_length: None (its default, 75 tokens), 150 or 225.
+  m["ss_max_token_length"] =
+      tr.max_token_length == 75 ? "None" : std::to_string(tr.max_token_length);
   m["ss_cache_latents"] = "True";
   m["ss_seed"] = std::to_string(tr.seed);
   m["ss_gradient_checkpointing"] = py_bool(tr.gradient_checkpointing);
@@ -325,19 +346,37 @@ std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::
   return out;
 }
 
-LoRALoadReport load_network_weights(LoRANetwork& network, const std::string& path) {
+namespace {
+
+// A LoRA file's tensors and its PEFT alpha metadata, for `use`; errors prefixed with the path.
+template <typename Use>
+auto with_network_weights(const std::string& path, Use use) {
   try {
     LoadedTensors file = load_safetensors(path);
     std::map<std::string, PeftAdapterConfig> peft;
     auto it = file.metadata.find("lora_adapter_metadata");
     if (it != file.metadata.end()) peft = parse_peft_adapter_metadata(it->second);
-    return network.load_weights(
-        std::map<std::string, at::Tensor>(file.tensors.begin(), file.tensors.end()), peft);
+    return use(std::map<std::string, at::Tensor>(file.tensors.begin(), file.tensors.end()), peft);
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
     if (what.rfind(path, 0) == 0) throw;
     throw std::runtime_error(path + ": " + what);
   }
+}
+
+}  // namespace
+
+LoRALoadReport load_network_weights(LoRANetwork& network, const std::string& path) {
+  return with_network_weights(path, [&network](const auto& tensors, const auto& peft) {
+    return network.load_weights(tensors, peft);
+  });
+}
+
+std::map<std::string, LoRAModuleDim> network_weights_module_dims(const std::string& path,
+                                                                 const LoRAKeyContext& ctx) {
+  return with_network_weights(path, [&ctx](const auto& tensors, const auto& peft) {
+    return lora_module_dims(normalize_lora_state_dict(tensors, ctx, peft).tensors);
+  });
 }
 
 }  // namespace lf

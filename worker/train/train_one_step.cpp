@@ -12,6 +12,7 @@
 #include "common/util/elapsed.h"
 #include "common/util/log.h"
 #include "worker/core/lora/max_norm.h"
+#include "worker/core/model/lora_dropout.h"
 #include "worker/core/train/autocast.h"
 #include "worker/core/train/optimizer.h"
 #include "worker/core/train/train_step.h"
@@ -49,6 +50,13 @@ double forward_backward(TrainingSession& s, const EpochPlan& plan, std::int64_t 
   double local_loss_sum = 0.0;
   for (std::int64_t k = begin; k < end; ++k) {
     at::Tensor loss_sum;
+    // kohya's network_dropout / rank_dropout / module_dropout: this micro-batch's own stream,
+    // in the text encoders' and the UNet's forward (and their checkpoint recomputes).
+    std::optional<LoRADropoutScope> dropout;
+    if (s.lora->options().dropout.any()) {
+      dropout.emplace(
+          make_lora_dropout_generator(s.job.shared_seed, s.rank, state.global_step, k - begin));
+    }
     {
       // kohya's accelerator.autocast(): the text encoders (while they train) and the UNet.
       AutocastScope amp(s.device.type(), s.precision.weight_dtype, s.precision.autocast);

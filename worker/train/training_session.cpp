@@ -18,6 +18,7 @@
 #include "worker/core/model/state_dict.h"
 #include "worker/dist/parameter_sync.h"
 #include "worker/io/lora_file.h"
+#include "worker/train/lora_network_setup.h"
 #include "worker/train/lora_param_lrs.h"
 #include "worker/train/lr_schedule_setup.h"
 #include "worker/train/model_identity.h"
@@ -168,14 +169,11 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   const auto& net = config.network;
   SDModels& models = base.models;
   auto init_gen = make_cpu_generator(lora_init_seed(config.training.seed));
-  LoRANetworkOptions options;
-  options.network_dim = net.network_dim;
-  options.network_alpha = net.network_alpha;
-  options.conv_dim = net.conv_dim;
-  options.conv_alpha = net.conv_alpha;
-  // kohya: a part whose own lr is set to 0 is not trained (no modules, the text cache stays on).
-  options.train_unet = net.trains_unet();
-  options.train_text_encoder = net.trains_text_encoder();
+  const LoRANetworkSetup setup = lora_network_setup(config, models);
+  if (rank == 0) {
+    for (const std::string& note : setup.notes) LF_WARN(note);
+  }
+  LoRANetworkOptions options = setup.options;
   if (resume && options.train_text_encoder && !checkpoint_has_text_encoder_lora(resume->dir)) {
     // A checkpoint without text-encoder modules (network_train_unet_only, or lorafleet before
     // text-encoder LoRA became the default) resumes as it was trained, not with a new network.
@@ -280,7 +278,8 @@ void TrainingSession::prepare_data() {
   tokenizer = std::make_unique<CLIPTokenizer>(CLIPTokenizer::from_file(config.model.tokenizer_vocab));
   const ModelPreset& preset = base.models.preset;
   encoders = std::make_unique<TextEncoderStack>(preset, base.models.text_encoders, *tokenizer,
-                                                config.training.clip_skip);
+                                                config.training.clip_skip,
+                                                config.training.max_token_length);
   // Frozen text encoders: their outputs are cached per caption (kohya
   // cache_text_encoder_outputs); trained ones run every step.
   if (!train_text_encoder) {
