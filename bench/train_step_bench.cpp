@@ -18,12 +18,13 @@
 
 #include "device/cuda_info.h"
 #include "lora/lora_network.h"
-#include "offload/unet_streaming.h"
 #include "model/model_config.h"
 #include "model/unet.h"
+#include "offload/unet_streaming.h"
 #include "train/autocast.h"
+#include "train/grad_clip.h"
 #include "train/noise_schedule.h"
-#include "train/optimizer.h"
+#include "train/optim/adamw.h"
 #include "train/seeding.h"
 #include "train/train_step.h"
 
@@ -191,7 +192,7 @@ TrainStepBenchResult run_train_step_bench(const TrainStepBenchOptions& options) 
   if (options.gradient_checkpointing) unet->set_gradient_checkpointing(true);
   at::Generator lora_gen = make_cpu_generator(mix_seed(options.seed, 1, 0));
   LoRANetwork network(unet, options.network_dim, options.network_alpha, lora_gen);
-  LoRAOptimizer optimizer(network.parameters(), AdamWOptions{});
+  AdamWOptimizer optimizer(network.parameters(), AdamWOptions{});
   DDPMNoiseSchedule schedule;
 
   at::Generator input_gen = make_cpu_generator(mix_seed(options.seed, 2, 0));

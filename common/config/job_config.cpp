@@ -18,6 +18,7 @@
 #include "common/config/dataset_keys.h"
 #include "common/config/kohya_blocks.h"
 #include "common/config/lr_schedule_keys.h"
+#include "common/config/optimizer_keys.h"
 #include "common/config/yaml_fields.h"
 
 namespace lf {
@@ -199,6 +200,9 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   // the total-dependent rules then (coordinator/job.cpp); here they cannot fail.
   const std::int64_t total = t.max_train_epochs > 0 ? kUnplannedTotalSteps : t.max_train_steps;
   if (const auto e = check_lr_schedule(t, total)) {
+    p.fail_key(p.line_for("training." + e->key), "training." + e->key, e->problem);
+  }
+  if (const auto e = check_optimizer(c, c.dataset_warnings)) {
     p.fail_key(p.line_for("training." + e->key), "training." + e->key, e->problem);
   }
   validate_precision(p, c);

@@ -7,23 +7,11 @@
 #include <sstream>
 
 #include "common/config/job_config.h"
+#include "common/config/optimizer_keys.h"
+#include "common/config/python_literal.h"
 
 namespace lf {
 namespace {
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  const auto e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-std::optional<double> number(const std::string& text) {
-  std::istringstream in(trim(text));
-  in.imbue(std::locale::classic());
-  double d = 0;
-  if (!(in >> d) || !(in >> std::ws).eof() || !std::isfinite(d)) return std::nullopt;
-  return d;
-}
 
 std::string num(double d) {
   std::ostringstream os;
@@ -31,35 +19,27 @@ std::string num(double d) {
   return os.str();
 }
 
-// A Python string literal ('x' or "x") without its quotes; a bare word as it is.
-std::string unquoted(const std::string& value) {
-  const std::string v = trim(value);
-  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) {
-    return v.substr(1, v.size() - 2);
-  }
-  return v;
-}
-
 // diffusers get_piecewise_constant_schedule's step_rules: "m1:s1,...,m_last".
 std::optional<std::string> read_step_rules(const std::string& text, LRSchedulerArgs& out) {
   std::vector<std::string> parts;
   std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) parts.push_back(trim(part));
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(trim_blanks(part));
   const std::string form =
       "step_rules as \"multiple:step,...,last_multiple\", e.g. "
       "\"1:100,0.5:500,0.1\"";
   if (parts.empty()) return form;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     const auto colon = parts[i].find(':');
-    const std::optional<double> m = number(parts[i].substr(0, colon));
-    const std::string steps = colon == std::string::npos ? "" : trim(parts[i].substr(colon + 1));
+    const std::optional<double> m = parse_number(parts[i].substr(0, colon));
+    const std::string steps =
+        colon == std::string::npos ? "" : trim_blanks(parts[i].substr(colon + 1));
     // Python's int(): digits only ("10.0" is refused, as diffusers' int() refuses it).
     if (!m || steps.empty() || steps.find_first_not_of("0123456789") != std::string::npos) {
       return form + ", got '" + parts[i] + "'";
     }
     out.step_rules.emplace_back(std::stoll(steps), *m);
   }
-  const std::optional<double> last = number(parts.back());
+  const std::optional<double> last = parse_number(parts.back());
   if (!last) return form + ", got '" + parts.back() + "' as the last multiple";
   out.final_multiple = *last;
   return std::nullopt;
@@ -105,13 +85,13 @@ std::optional<std::string> read_arg(const std::string& scheduler, const std::str
            (list.empty() ? "it takes none here" : "it takes: " + list) + ")";
   }
   if (key == "num_cycles") {
-    const std::optional<double> d = number(value);
+    const std::optional<double> d = parse_number(value);
     if (!d || *d <= 0) return "expected num_cycles=<a number > 0>, got '" + value + "'";
     out.cosine_num_cycles = *d;
     return std::nullopt;
   }
   if (key == "lr_end" || key == "min_lr") {
-    const std::optional<double> d = number(value);
+    const std::optional<double> d = parse_number(value);
     if (!d || *d < 0) return "expected " + key + "=<a number >= 0>, got '" + value + "'";
     (key == "lr_end" ? out.lr_end : out.min_lr) = *d;
     return std::nullopt;
@@ -137,7 +117,7 @@ std::pair<LRSchedulerArgs, std::optional<LRScheduleKeyError>> read_lr_scheduler_
       return {out,
               LRScheduleKeyError{"lr_scheduler_args", "expected \"key=value\", got '" + arg + "'"}};
     }
-    const std::string key = trim(arg.substr(0, eq));
+    const std::string key = trim_blanks(arg.substr(0, eq));
     if (auto problem = read_arg(t.lr_scheduler, key, arg.substr(eq + 1), out)) {
       return {out, LRScheduleKeyError{"lr_scheduler_args", *problem}};
     }
@@ -154,12 +134,12 @@ std::pair<LRSchedulerArgs, std::optional<LRScheduleKeyError>> read_lr_scheduler_
 std::optional<LRScheduleKeyError> check_lr_schedule(const TrainingSection& t,
                                                     std::int64_t total_steps) {
   const std::string& name = t.lr_scheduler;
-  if (name == "adafactor") {
+  if (name == "adafactor" && canonical_optimizer_type(t.optimizer_type) != "AdaFactor") {
     return LRScheduleKeyError{
         "lr_scheduler",
-        "'adafactor' follows the Adafactor optimizer's own relative-step lr (kohya: "
-        "adafactor:<initial_lr> with optimizer_type AdaFactor), and lorafleet has no Adafactor "
-        "optimizer yet; choose another schedule"};
+        "'adafactor' reports the AdaFactor optimizer's own relative-step lr: it needs "
+        "optimizer_type AdaFactor (as kohya asserts), got '" +
+            t.optimizer_type + "'"};
   }
   auto [args, args_error] = read_lr_scheduler_args(t);
   if (args_error) return args_error;

@@ -42,7 +42,7 @@ std::pair<LRSchedulerArgs, std::optional<LRScheduleKeyError>> read_lr_scheduler_
     const TrainingSection& t);
 
 // Every check of the schedule keys over a run of `total_steps` optimizer steps: adafactor
-// (refused: it follows an optimizer lorafleet does not have), a warmup on "constant" (kohya
+// without optimizer_type AdaFactor, a warmup on "constant" (kohya
 // refuses it), a warmup of at least the total steps, warmup + decay beyond the total
 // (warmup_stable_decay), cosine_with_min_lr without a floor, a polynomial lr_end not below
 // learning_rate, and lr_scheduler_args. The first problem found, or std::nullopt.

@@ -576,8 +576,9 @@ TEST(JobConfigLRSchedule, RefusesWhatKohyaAndTransformersRefuseNamingTheKey) {
                       "cosine_with_min_lr"),
             std::string::npos);
   EXPECT_NE(error_of(training("  lr_scheduler: adafactor\n"))
-                .find("job.yaml:7: key 'training.lr_scheduler': 'adafactor' follows the Adafactor "
-                      "optimizer"),
+                .find("job.yaml:7: key 'training.lr_scheduler': 'adafactor' reports the "
+                      "AdaFactor optimizer's own relative-step lr: it needs optimizer_type "
+                      "AdaFactor (as kohya asserts), got 'AdamW'"),
             std::string::npos);
   EXPECT_EQ(error_of(training("  lr_scheduler: polynomial\n  learning_rate: 1e-8\n")),
             "job.yaml:8: key 'training.learning_rate': expected more than the polynomial "

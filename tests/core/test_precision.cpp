@@ -7,8 +7,9 @@
 
 #include <stdexcept>
 
+#include "train/grad_clip.h"
 #include "train/loss_scaler.h"
-#include "train/optimizer.h"
+#include "train/optim/adamw.h"
 #include "train/precision.h"
 
 namespace lf {
@@ -124,8 +125,8 @@ TEST(LoRAOptimizer, HalfParametersStepInFloat32) {
     torch::Tensor z = torch::zeros({2}, torch::dtype(half)).requires_grad_(true);
     torch::Tensor w32 = w.detach().to(at::kFloat).requires_grad_(true);
     torch::Tensor z32 = z.detach().to(at::kFloat).requires_grad_(true);
-    LoRAOptimizer opt({w, z}, AdamWOptions{});
-    LoRAOptimizer ref({w32, z32}, AdamWOptions{});
+    AdamWOptimizer opt({w, z}, AdamWOptions{});
+    AdamWOptimizer ref({w32, z32}, AdamWOptions{});
     w.mutable_grad() = torch::tensor({0.1f, 0.2f, -0.3f}).to(half);
     z.mutable_grad() = torch::zeros({2}, torch::dtype(half));
     w32.mutable_grad() = w.grad().to(at::kFloat);
@@ -143,7 +144,7 @@ TEST(LoRAOptimizer, HalfParametersStepInFloat32) {
     // Restored into a fresh optimizer, the next step is the same.
     torch::Tensor w2 = w.detach().clone().requires_grad_(true);
     torch::Tensor z2 = z.detach().clone().requires_grad_(true);
-    LoRAOptimizer again({w2, z2}, AdamWOptions{});
+    AdamWOptimizer again({w2, z2}, AdamWOptions{});
     again.load_state_dict(state, {"w", "z"});
     for (auto* p : {&w, &w2}) p->mutable_grad() = torch::tensor({0.3f, 0.1f, 0.2f}).to(half);
     for (auto* p : {&z, &z2}) p->mutable_grad() = torch::zeros({2}, torch::dtype(half));

@@ -9,9 +9,10 @@
 #include "lora/lora_network.h"
 #include "model/model_config.h"
 #include "model/unet.h"
+#include "train/grad_clip.h"
 #include "train/loss.h"
 #include "train/noise_schedule.h"
-#include "train/optimizer.h"
+#include "train/optim/adamw.h"
 #include "train/seeding.h"
 #include "train/train_step.h"
 
@@ -88,7 +89,7 @@ TEST_F(TinyStep, RejectsEmptyAndInconsistentBatches) {
 TEST_F(TinyStep, LoRATrainingLowersTheLossOnAFixedBatch) {
   at::Generator init = make_cpu_generator(2);
   LoRANetwork lora(unet_, 4, 4.0, init);
-  LoRAOptimizer opt(lora.parameters(), AdamWOptions{});
+  AdamWOptimizer opt(lora.parameters(), AdamWOptions{});
   auto loss_at = [&](uint64_t step) {
     at::Generator gen = make_cpu_generator(mix_seed(1, 0, step % 2));
     return compute_loss_sum(unet_, schedule_, inputs_, gen) / 2.0;

@@ -21,7 +21,8 @@ void save_train_state(const std::string& dir, const TrainState& s) {
 
 TrainState load_train_state(const std::string& dir) {
   const std::string file = (fs::path(dir) / kCheckpointStateFile).string();
-  LoadedTensors loaded = load_safetensors(file, /*use_mmap=*/false);
+  // Stored dtypes kept: optimizer scalars (Prodigy's d, schedule-free's weight sums) are float64.
+  LoadedTensors loaded = load_safetensors(file, /*use_mmap=*/false, kKeepStoredDtype);
   TrainState s;
   static_cast<TrainPosition&>(s) = parse_train_position(loaded.metadata, file);
   for (auto& [k, v] : loaded.tensors) s.optimizer.emplace(k, v);

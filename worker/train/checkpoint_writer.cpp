@@ -38,6 +38,13 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
   };
   discard_on_error([&] { save_rng_state(staging, rank, gen.get_state()); });
 
+  // Schedule-free optimizers save what they evaluate (x), as kohya calls optimizer.eval()
+  // before saving, on every rank so the ranks stay identical; training resumes at y.
+  struct EvalWeights {
+    LoRAOptimizer& optimizer;
+    explicit EvalWeights(LoRAOptimizer& o) : optimizer(o) { optimizer.use_eval_weights(); }
+    ~EvalWeights() { optimizer.use_train_weights(); }
+  } eval_weights(optimizer);
   Written written;
   written.checkpoint_dir = (root / name).string();
   if (rank == 0) {

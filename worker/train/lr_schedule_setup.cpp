@@ -2,6 +2,7 @@
 #include "worker/train/lr_schedule_setup.h"
 
 #include "common/config/lr_schedule_keys.h"
+#include "common/config/optimizer_keys.h"
 
 namespace lf {
 
@@ -29,6 +30,14 @@ LRScheduleOptions lr_schedule_options(const TrainingSection& t, std::int64_t tot
   o.decay_type = args.decay_type;
   o.step_rules = args.step_rules;
   o.final_multiple = args.final_multiple;
+  // kohya get_scheduler_fix: with AdaFactor's relative_step the optimizer makes its own lr and
+  // the "adafactor" schedule only reports it; schedule-free runs under a dummy scheduler. Either
+  // way the lr argument stays learning_rate.
+  const OptimizerChoice optimizer = read_optimizer(t).first;
+  if (t.lr_scheduler == "adafactor" || optimizer.relative_step || optimizer.schedule_free) {
+    o.name = "constant";
+    o.warmup_steps = 0;
+  }
   return o;
 }
 

@@ -14,6 +14,7 @@
 #include "worker/core/lora/max_norm.h"
 #include "worker/core/model/lora_dropout.h"
 #include "worker/core/train/autocast.h"
+#include "worker/core/train/grad_clip.h"
 #include "worker/core/train/optimizer.h"
 #include "worker/core/train/train_step.h"
 #include "worker/dist/parameter_sync.h"
@@ -136,6 +137,7 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
       r.grad_norm = clip_grad_norm(s.params, s.config.training.max_grad_norm);
     }
     s.optimizer->step(lr_factor);
+    r.lr = s.optimizer->logged_lr(r.lr);  // kohya logs d*lr for Prodigy / D-Adaptation
     // kohya --scale_weight_norms (0 is off, as kohya's truthiness test): every rank holds the
     // same weights, so every rank scales the same modules.
     if (s.config.training.scale_weight_norms.value_or(0) > 0) {

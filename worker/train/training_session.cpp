@@ -22,6 +22,7 @@
 #include "worker/train/lora_param_lrs.h"
 #include "worker/train/lr_schedule_setup.h"
 #include "worker/train/model_identity.h"
+#include "worker/train/optimizer_setup.h"
 #include "worker/train/recipe_setup.h"
 #include "worker/train/resume_point.h"
 #include "worker/train/rng_streams.h"
@@ -223,25 +224,18 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   }
 }
 
-// AdamW with kohya's unet_lr / text_encoder_lr groups: one schedule, each group's lr a multiple
-// of its factor.
+// kohya's optimizer_type with its unet_lr / text_encoder_lr (and LoRA+) groups: one schedule,
+// each parameter's lr a multiple of its factor.
 void TrainingSession::build_optimizer() {
-  const auto& tr = config.training;
-  AdamWOptions adam;
-  adam.beta1 = tr.adam_beta1;
-  adam.beta2 = tr.adam_beta2;
-  adam.eps = tr.adam_epsilon;
-  adam.weight_decay = tr.adam_weight_decay;
-  unet_lr = config.network.unet_lr.value_or(tr.learning_rate);
-  text_encoder_lr = config.network.text_encoder_lr.value_or(tr.learning_rate);
+  unet_lr = config.network.unet_lr.value_or(config.training.learning_rate);
+  text_encoder_lr = config.network.text_encoder_lr.value_or(config.training.learning_rate);
   std::set<const void*> te_params;
   for (const auto& p : lora->text_encoder_parameters()) te_params.insert(p.unsafeGetTensorImpl());
   std::vector<bool> is_te(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
     is_te[i] = te_params.count(params[i].unsafeGetTensorImpl()) != 0;
   }
-  optimizer =
-      std::make_unique<LoRAOptimizer>(params, adam, lora_parameter_lrs(config, param_names, is_te));
+  optimizer = build_lora_optimizer(config, params, lora_parameter_lrs(config, param_names, is_te));
 }
 
 // The position to continue at: the checkpoint's, or a fresh one.
@@ -253,6 +247,9 @@ void TrainingSession::restore(std::unique_ptr<ResumePoint> resume) {
     state.training_started_at = static_cast<double>(output_timestamp());
   } else {
     state = apply_resume_point(std::move(*resume), job, rank, *lora, *optimizer, param_names);
+    // A schedule-free checkpoint holds the evaluation weights x: training continues from y
+    // (kohya calls optimizer.train() before training).
+    optimizer->use_train_weights();
   }
   state.world_size = world_size;  // this group's, whoever wrote the checkpoint
   state.gradient_accumulation_steps = config.training.gradient_accumulation_steps;

@@ -1,6 +1,7 @@
-// torch::optim::AdamW wrapper with exact state round-trip, and clip_grad_norm_.
+// The shared plumbing of every LoRA optimizer (see header).
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -8,75 +9,61 @@
 namespace lf {
 namespace {
 
-torch::optim::AdamWParamState& state_of(torch::optim::AdamW& opt, const torch::Tensor& p) {
-  auto& states = opt.state();
-  auto it = states.find(p.unsafeGetTensorImpl());
-  if (it == states.end()) {
-    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-    fresh->step(0);
-    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    it = states.emplace(p.unsafeGetTensorImpl(), std::move(fresh)).first;
+const std::string kMarkerPrefix = "optimizer.";
+
+// The optimizer type a state was saved by: its marker, or AdamW for a state without one.
+std::string saved_type(const std::map<std::string, torch::Tensor>& state) {
+  auto it = state.lower_bound(kMarkerPrefix);
+  if (it != state.end() && it->first.compare(0, kMarkerPrefix.size(), kMarkerPrefix) == 0) {
+    return it->first.substr(kMarkerPrefix.size());
   }
-  return static_cast<torch::optim::AdamWParamState&>(*it->second);
+  return "AdamW";
 }
 
 }  // namespace
 
-LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, const AdamWOptions& options,
-                             std::vector<double> lr_multipliers)
-    : params_(std::move(params)) {
+LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, std::vector<double> lr_multipliers)
+    : params_(std::move(params)), multipliers_(std::move(lr_multipliers)) {
   if (params_.empty()) throw std::invalid_argument("LoRAOptimizer: no parameters");
   for (const auto& p : params_) {
     if (!p.requires_grad()) {
       throw std::invalid_argument("LoRAOptimizer: every parameter must require grad");
     }
   }
-  // Half parameters (full_fp16 / full_bf16): AdamW runs on float32 copies, whose moments are
-  // float32 too, and each step's result is rounded into the parameter. In fp16 AdamW's eps
-  // (1e-8) would round to 0, and a zero gradient (lora_down's first step, lora_up being zero)
-  // would divide 0 by 0.
+  if (multipliers_.empty()) multipliers_.assign(params_.size(), 1.0);
+  if (multipliers_.size() != params_.size()) {
+    throw std::invalid_argument("LoRAOptimizer: " + std::to_string(multipliers_.size()) +
+                                " lr multipliers for " + std::to_string(params_.size()) +
+                                " parameters");
+  }
+  // Half parameters (full_fp16 / full_bf16) are stepped as float32 copies with float32 state:
+  // in fp16 AdamW's eps (1e-8) would round to 0, and a zero gradient (lora_down's first step,
+  // lora_up being zero) would divide 0 by 0.
   half_ = params_[0].scalar_type() == at::kHalf || params_[0].scalar_type() == at::kBFloat16;
   for (const auto& p : params_) {
     targets_.push_back(half_ ? p.detach().to(at::kFloat).requires_grad_(true) : p);
   }
-  if (lr_multipliers.empty()) lr_multipliers.assign(params_.size(), 1.0);
-  if (lr_multipliers.size() != params_.size()) {
-    throw std::invalid_argument("LoRAOptimizer: " + std::to_string(lr_multipliers.size()) +
-                                " lr multipliers for " + std::to_string(params_.size()) +
-                                " parameters");
-  }
-  const auto defaults = torch::optim::AdamWOptions(1e-3)
-                            .betas(std::make_tuple(options.beta1, options.beta2))
-                            .eps(options.eps)
-                            .weight_decay(options.weight_decay)
-                            .amsgrad(false);
-  // One torch param group per run of equal multipliers (kohya: a unet_lr group and a
-  // text_encoder_lr group), so the per-group lr is all step() has to set.
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (std::size_t i = 0; i < targets_.size();) {
-    std::size_t j = i;
-    while (j < targets_.size() && lr_multipliers[j] == lr_multipliers[i]) ++j;
-    groups.emplace_back(std::vector<torch::Tensor>(targets_.begin() + static_cast<long>(i),
-                                                   targets_.begin() + static_cast<long>(j)),
-                        std::make_unique<torch::optim::AdamWOptions>(defaults));
-    group_multipliers_.push_back(lr_multipliers[i]);
-    i = j;
-  }
-  adamw_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
 }
 
 LoRAOptimizer::~LoRAOptimizer() = default;
 
-void LoRAOptimizer::step(double lr) {
-  auto& groups = adamw_->param_groups();
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    static_cast<torch::optim::AdamWOptions&>(groups[g].options()).lr(lr * group_multipliers_[g]);
-  }
+void LoRAOptimizer::pull_targets() {
+  if (!half_) return;
   torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) targets_[i].copy_(params_[i]);
+}
+
+void LoRAOptimizer::push_targets() {
+  if (!half_) return;
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) params_[i].copy_(targets_[i]);
+}
+
+void LoRAOptimizer::step(double lr) {
+  torch::NoGradGuard no_grad;
+  pull_targets();
   if (half_) {
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      targets_[i].copy_(params_[i]);
       if (params_[i].grad().defined()) {
         targets_[i].mutable_grad() = params_[i].grad().to(at::kFloat);
       } else {
@@ -84,10 +71,11 @@ void LoRAOptimizer::step(double lr) {
       }
     }
   }
-  adamw_->step();
-  if (half_) {
-    for (std::size_t i = 0; i < params_.size(); ++i) params_[i].copy_(targets_[i]);
-  }
+  std::vector<double> lrs(params_.size());
+  for (std::size_t i = 0; i < lrs.size(); ++i) lrs[i] = lr * multipliers_[i];
+  ++steps_;
+  update(lrs);
+  push_targets();
 }
 
 void LoRAOptimizer::zero_grad() {
@@ -99,18 +87,6 @@ void LoRAOptimizer::zero_grad() {
   }
 }
 
-int64_t LoRAOptimizer::step_count() const {
-  const auto& states = adamw_->state();
-  int64_t step = 0;
-  for (const auto& p : targets_) {
-    auto it = states.find(p.unsafeGetTensorImpl());
-    if (it != states.end()) {
-      step = std::max(step, static_cast<const torch::optim::AdamWParamState&>(*it->second).step());
-    }
-  }
-  return step;
-}
-
 std::map<std::string, torch::Tensor> LoRAOptimizer::state_dict(
     const std::vector<std::string>& param_names) const {
   if (param_names.size() != params_.size()) {
@@ -118,30 +94,9 @@ std::map<std::string, torch::Tensor> LoRAOptimizer::state_dict(
                                 " names for " + std::to_string(params_.size()) + " parameters");
   }
   std::map<std::string, torch::Tensor> out;
-  const auto& states = adamw_->state();
-  int64_t step = -1;
-  for (size_t i = 0; i < targets_.size(); ++i) {
-    const torch::Tensor& p = targets_[i];
-    auto it = states.find(p.unsafeGetTensorImpl());
-    int64_t s = 0;
-    if (it == states.end()) {
-      out[param_names[i] + ".exp_avg"] = torch::zeros_like(p).detach();
-      out[param_names[i] + ".exp_avg_sq"] = torch::zeros_like(p).detach();
-    } else {
-      const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      out[param_names[i] + ".exp_avg"] = st.exp_avg().detach().clone();
-      out[param_names[i] + ".exp_avg_sq"] = st.exp_avg_sq().detach().clone();
-      s = st.step();
-    }
-    if (step >= 0 && s != step) {
-      throw std::logic_error(
-          "LoRAOptimizer::state_dict: parameters disagree on the step count "
-          "(" +
-          std::to_string(step) + " vs " + std::to_string(s) + ")");
-    }
-    step = s;
-  }
-  out["step"] = torch::scalar_tensor(step, torch::dtype(torch::kInt64));
+  save_state(param_names, out);
+  out["step"] = torch::scalar_tensor(steps_, torch::dtype(torch::kInt64));
+  out[kMarkerPrefix + type()] = torch::zeros({}, torch::kUInt8);
   return out;
 }
 
@@ -152,51 +107,97 @@ void LoRAOptimizer::load_state_dict(const std::map<std::string, torch::Tensor>& 
         "LoRAOptimizer::load_state_dict: " + std::to_string(param_names.size()) + " names for " +
         std::to_string(params_.size()) + " parameters");
   }
-  std::string problems;
-  auto check = [&](const std::string& key, const torch::Tensor* like) {
-    auto it = state.find(key);
-    if (it == state.end()) {
-      problems += "\n  missing key " + key;
-    } else if (like && it->second.sizes() != like->sizes()) {
-      problems += "\n  shape mismatch for " + key;
-    }
-  };
-  check("step", nullptr);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    check(param_names[i] + ".exp_avg", &params_[i]);
-    check(param_names[i] + ".exp_avg_sq", &params_[i]);
+  const std::string saved = saved_type(state);
+  if (saved != type()) {
+    throw std::runtime_error(
+        "cannot load optimizer state: the checkpoint was trained with "
+        "optimizer_type " +
+        saved + ", this run uses " + type() +
+        " (an optimizer's state does not carry over to another)");
   }
-  if (!problems.empty()) throw std::runtime_error("cannot load optimizer state:" + problems);
+  auto step = state.find("step");
+  if (step == state.end())
+    throw std::runtime_error("cannot load optimizer state:\n  missing key step");
+  load_state(state, param_names);
+  steps_ = step->second.to(torch::kInt64).item<int64_t>();
+}
 
-  const int64_t step = state.at("step").to(torch::kInt64).item<int64_t>();
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < targets_.size(); ++i) {
-    const torch::Tensor& p = targets_[i];
-    auto& st = state_of(*adamw_, p);
-    st.step(step);
-    st.exp_avg(state.at(param_names[i] + ".exp_avg").to(p.options()).clone());
-    st.exp_avg_sq(state.at(param_names[i] + ".exp_avg_sq").to(p.options()).clone());
+void OptimizerSlots::save(const std::vector<std::string>& param_names,
+                          std::map<std::string, torch::Tensor>& out) const {
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    for (const auto& [slot, t] : slots[i]) out[param_names[i] + "." + slot] = t.detach().clone();
+  }
+  for (const auto& [name, value] : scalars) {
+    out[name] = torch::scalar_tensor(value, torch::dtype(torch::kFloat64));
   }
 }
 
-double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+void OptimizerSlots::load(const std::map<std::string, torch::Tensor>& state,
+                          const std::vector<std::string>& param_names,
+                          const std::vector<torch::Tensor>& like,
+                          const std::vector<std::string>& required) {
+  std::string problems;
+  for (auto& [name, value] : scalars) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      problems += "\n  missing key " + name;
+    } else {
+      value = it->second.to(torch::kFloat64).item<double>();
+    }
+  }
+  slots.assign(param_names.size(), {});
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  std::vector<torch::Tensor> norms;
-  for (const auto& p : params) {
-    if (!p.grad().defined()) continue;
-    grads.push_back(p.grad());
-    // Half gradients are measured in float32 (a bf16 sum of squares loses most digits).
-    const torch::Tensor& g = p.grad();
-    norms.push_back(torch::linalg_vector_norm(g.scalar_type() == at::kFloat ? g : g.to(at::kFloat), 2));
+  for (std::size_t i = 0; i < param_names.size(); ++i) {
+    const std::string prefix = param_names[i] + ".";
+    for (auto it = state.lower_bound(prefix);
+         it != state.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      const std::string slot = it->first.substr(prefix.size());
+      // 0-dim float64 / int64 slots are host-side counters (step, lr_max, weight_sum).
+      const bool host_scalar = it->second.dim() == 0 && (it->second.scalar_type() == at::kDouble ||
+                                                         it->second.scalar_type() == at::kLong);
+      slots[i][slot] = it->second.to(host_scalar ? at::Device(at::kCPU) : like[i].device()).clone();
+      const bool param_shaped =
+          slot == "exp_avg" || slot == "exp_avg_sq" || slot == "z" || slot == "momentum_buffer";
+      if (param_shaped && it->second.sizes() != like[i].sizes()) {
+        problems += "\n  shape mismatch for " + it->first;
+      }
+    }
+    for (const std::string& slot : required) {
+      if (!slots[i].empty() && !slots[i].count(slot)) {
+        problems += "\n  missing key " + prefix + slot;
+      }
+    }
   }
-  if (grads.empty()) return 0.0;
-  torch::Tensor total = torch::linalg_vector_norm(torch::stack(norms), 2);
-  if (max_norm > 0) {
-    torch::Tensor coef = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
-    for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
+  if (!problems.empty()) throw std::runtime_error("cannot load optimizer state:" + problems);
+}
+
+SlotStateOptimizer::SlotStateOptimizer(std::vector<torch::Tensor> params,
+                                       std::vector<double> lr_multipliers,
+                                       std::vector<std::string> required_slots)
+    : LoRAOptimizer(std::move(params), std::move(lr_multipliers)),
+      required_slots_(std::move(required_slots)) {
+  state_.slots.resize(targets().size());
+}
+
+void SlotStateOptimizer::save_state(const std::vector<std::string>& param_names,
+                                    std::map<std::string, torch::Tensor>& out) const {
+  state_.save(param_names, out);
+}
+
+void SlotStateOptimizer::load_state(const std::map<std::string, torch::Tensor>& state,
+                                    const std::vector<std::string>& param_names) {
+  state_.load(state, param_names, targets(), required_slots_);
+}
+
+void require_one_lr_or_zero(const std::string& type, const std::vector<double>& lr_multipliers) {
+  const double top = *std::max_element(lr_multipliers.begin(), lr_multipliers.end());
+  for (double m : lr_multipliers) {
+    if (m != top && m != 0.0) {
+      throw std::invalid_argument(type +
+                                  ": every parameter group needs the same lr, or 0 (its "
+                                  "reference supports different lrs only for values of 0)");
+    }
   }
-  return total.item<double>();
 }
 
 }  // namespace lf
