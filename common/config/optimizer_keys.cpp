@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/config/job_config.h"
+#include "common/config/kohya_blocks.h"
 #include "common/config/python_literal.h"
 
 namespace lf {
@@ -234,6 +235,24 @@ std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
     const bool both = n.trains_unet() && n.trains_text_encoder() && unet > 0 && te > 0;
     const bool loraplus =
         n.loraplus_lr_ratio || n.loraplus_unet_lr_ratio || n.loraplus_text_encoder_lr_ratio;
+    // Block lr weights other than 0 (no modules) and 1 give groups of other lrs.
+    bool block_lrs = false;
+    for (bool sdxl : {false, true}) {
+      try {
+        for (double w : kohya_block_lr_weights(n, sdxl).weights) {
+          block_lrs = block_lrs || (w != 0 && w != 1);
+        }
+      } catch (const std::invalid_argument&) {
+        // A malformed weight list is reported by the network checks.
+      }
+    }
+    if (block_lrs) {
+      return OptimizerKeyError{"optimizer_type",
+                               choice.type + " needs one lr for every trained part, or 0 (" +
+                                   choice.type + " raises otherwise); got block lr weights "
+                                   "(network.down_lr_weight / mid_lr_weight / up_lr_weight) "
+                                   "other than 0 and 1"};
+    }
     if ((both && unet != te) || loraplus) {
       std::ostringstream os;
       os << choice.type << " needs one lr for every trained part, or 0 (" << choice.type

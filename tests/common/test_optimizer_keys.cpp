@@ -129,6 +129,11 @@ TEST(OptimizerKeys, KohyasRulesAcrossKeys) {
                 .find("DAdaptAdam needs one lr for every trained part, or 0 (DAdaptAdam raises "
                       "otherwise); got LoRA+ ratios"),
             std::string::npos);
+  EXPECT_NE(error_of(job("  learning_rate: 1.0\n  optimizer_type: Prodigy\n",
+                         "  down_lr_weight: sine\n"))
+                .find("got block lr weights (network.down_lr_weight / mid_lr_weight / "
+                      "up_lr_weight) other than 0 and 1"),
+            std::string::npos);
   // A text-encoder lr of 0 freezes that part: allowed, as the references allow lr 0 groups.
   EXPECT_NO_THROW(parse_job_config(
       job("  learning_rate: 1.0\n  optimizer_type: Prodigy\n", "  text_encoder_lr: 0\n"),
