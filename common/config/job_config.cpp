@@ -125,6 +125,32 @@ void validate_loraplus(const Parser& p, const JobConfig& c) {
   }
 }
 
+// LoHa (network.algo) trains on networks.lora's modules and ranks; the options that act on a
+// lora_down / lora_up pair, or that LyCORIS LohaModule applies differently (its rank_dropout masks
+// rows of delta W; its dropout is a no-op with a warning), are not available with it.
+void validate_algo(const Parser& p, const JobConfig& c) {
+  const auto& n = c.network;
+  if (n.algo == "lora") return;
+  const std::pair<const char*, bool> refused[] = {
+      {"network.network_dropout", n.network_dropout.has_value()},
+      {"network.rank_dropout", n.rank_dropout.has_value()},
+      {"network.loraplus_lr_ratio", n.loraplus_lr_ratio.has_value()},
+      {"network.loraplus_unet_lr_ratio", n.loraplus_unet_lr_ratio.has_value()},
+      {"network.loraplus_text_encoder_lr_ratio", n.loraplus_text_encoder_lr_ratio.has_value()},
+      {"network.down_lr_weight", !n.down_lr_weight.empty()},
+      {"network.mid_lr_weight", !n.mid_lr_weight.empty()},
+      {"network.up_lr_weight", !n.up_lr_weight.empty()},
+      {"network.block_dims", !n.block_dims.empty()},
+      {"network.conv_block_dims", !n.conv_block_dims.empty()},
+      {"training.scale_weight_norms", c.training.scale_weight_norms.has_value()}};
+  for (const auto& [key, set] : refused) {
+    if (set) {
+      p.fail_key(p.line_for(key), key,
+                 "not available with network.algo " + n.algo + " (networks.lora only)");
+    }
+  }
+}
+
 // kohya's retention keys thin out saves that must exist.
 void validate_saving(const Parser& p, const JobConfig& c) {
   const auto& t = c.training;
@@ -209,6 +235,7 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   validate_objective(p, c);
   validate_saving(p, c);
   validate_loraplus(p, c);
+  validate_algo(p, c);
   if (const auto e = check_block_network_args(c.network)) {
     p.fail_key(p.line_for(e->key), e->key, e->problem);
   }

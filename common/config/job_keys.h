@@ -111,7 +111,9 @@
   KEY(std::optional<double>, module_dropout, std::nullopt, KeyRule::in_half_open(0, 1),          \
       "kohya's module_dropout: a whole module skipped with this probability while training")     \
   KEY(bool, dim_from_weights, false, KeyRule::any(),                                             \
-      "kohya --dim_from_weights: the modules, ranks and alphas of network_weights")
+      "kohya --dim_from_weights: the modules, ranks and alphas of network_weights")              \
+  KEY(std::string, algo, "lora", KeyRule::one_of({"lora", "loha"}),                              \
+      "adapter algorithm, LyCORIS's network_args algo: lora (networks.lora) or loha")
 
 // training: kohya train_network.py's training arguments.
 #define LF_TRAINING_KEYS(KEY)                                                                      \

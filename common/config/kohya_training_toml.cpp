@@ -15,8 +15,10 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "common/config/kohya_arg_fates.h"
 
@@ -178,6 +180,7 @@ class KohyaToml {
                         ": TOML syntax error: " + std::string(e.description()));
     }
     for (const TomlArg& a : flatten(root)) apply(a);
+    check_network_module();
   }
 
   // kohya's defaults where they differ from lorafleet's, for the keys no file gave.
@@ -336,9 +339,11 @@ class KohyaToml {
     if (a.name == "network_args") return network_args(a);
     if (a.name == "network_module") {
       const std::string m = string_arg(a);
-      if (m != "networks.lora") {
-        fail(a, "'" + m + "' is " + not_implemented + ": lorafleet trains networks.lora only");
+      if (m != "networks.lora" && m != "lycoris.kohya") {
+        fail(a, "'" + m + "' is " + not_implemented +
+                    ": lorafleet trains networks.lora and lycoris.kohya (algo=loha) only");
       }
+      network_module_ = std::make_pair(a, m);
       return;
     }
     if (a.name == "save_model_as") {
@@ -399,7 +404,26 @@ class KohyaToml {
       fail(a, "'" + k + "' is not a network option lorafleet has (" + not_implemented +
                   "); the network keys are: " + known);
     }
+    if (k == "algo") algo_ = std::make_pair(a, v);
     set_key(a, "network." + k, network_value(key->kind, v));
+  }
+
+  // network_module and network_args' algo agree: lycoris.kohya needs an algo lorafleet has
+  // (LyCORIS's default, its own LoCon, is not lorafleet's networks.lora), and an algo other than
+  // lora needs lycoris.kohya (kohya's networks.lora ignores the argument and trains plain LoRA).
+  void check_network_module() {
+    const bool lycoris = network_module_ && network_module_->second == "lycoris.kohya";
+    if (lycoris && (!algo_ || algo_->second == "lora")) {
+      fail(network_module_->first,
+           "'lycoris.kohya' needs network_args \"algo=loha\" (LyCORIS's algo lora, its "
+           "LoCon, is " +
+               std::string(not_implemented) + "; for LoRA use networks.lora)");
+    }
+    if (!lycoris && algo_ && algo_->second != "lora") {
+      fail(algo_->first, "algo=" + algo_->second +
+                             " is a LyCORIS algorithm: it needs network_module = "
+                             "\"lycoris.kohya\"");
+    }
   }
 
   // kohya hands network_args to the network as strings and converts them there; here the key's
@@ -441,6 +465,8 @@ class KohyaToml {
   std::string path_;
   YamlBuilder* out_;
   std::vector<std::string>* warnings_;
+  std::optional<std::pair<TomlArg, std::string>> network_module_;  // and the module given
+  std::optional<std::pair<TomlArg, std::string>> algo_;            // network_args' algo=...
 };
 
 // Every mapping and list of `node` in flow style, so that it is emitted on one line.

@@ -396,9 +396,9 @@ TEST_F(KohyaTrainingToml, RefusedArgumentsAreNamedWithTheReason) {
             "train.toml:4: kohya argument 'sample_every_n_steps': refused: lorafleet does not "
             "generate sample images during training (only off (false, 0, \"\" or []) is "
             "accepted, got 100)");
-  EXPECT_EQ(error_of(minimal("network_module = \"lycoris.kohya\"\n")),
-            "train.toml:4: kohya argument 'network_module': 'lycoris.kohya' is not implemented "
-            "in lorafleet yet: lorafleet trains networks.lora only");
+  EXPECT_EQ(error_of(minimal("network_module = \"networks.oft\"\n")),
+            "train.toml:4: kohya argument 'network_module': 'networks.oft' is not implemented "
+            "in lorafleet yet: lorafleet trains networks.lora and lycoris.kohya (algo=loha) only");
   EXPECT_EQ(error_of(minimal("save_model_as = \"ckpt\"\n")),
             "train.toml:4: kohya argument 'save_model_as': 'ckpt' refused: lorafleet writes "
             ".safetensors only");
@@ -420,8 +420,8 @@ TEST_F(KohyaTrainingToml, NetworkArgsSetTheNetworkKeysOfTheirNames) {
   EXPECT_EQ(c.network.loraplus_unet_lr_ratio, 4.0);
   EXPECT_FALSE(c.network.loraplus_lr_ratio.has_value());
 
-  const std::string unknown = error_of(minimal("network_args = [\"algo=loha\"]\n"));
-  EXPECT_EQ(unknown.rfind("train.toml:4: kohya argument 'network_args': 'algo' is not a network "
+  const std::string unknown = error_of(minimal("network_args = [\"algox=loha\"]\n"));
+  EXPECT_EQ(unknown.rfind("train.toml:4: kohya argument 'network_args': 'algox' is not a network "
                           "option lorafleet has (not implemented in lorafleet yet); the network "
                           "keys are: network_dim, ",
                           0),
@@ -433,6 +433,26 @@ TEST_F(KohyaTrainingToml, NetworkArgsSetTheNetworkKeysOfTheirNames) {
   EXPECT_EQ(error_of(minimal("network_args = [\"conv_dim=four\"]\n")),
             "train.toml:4: kohya argument 'network_args', key 'network.conv_dim': expected an "
             "integer, got 'four'");
+}
+
+// LyCORIS: network_module lycoris.kohya with network_args algo=loha sets network.algo; the
+// module without an algo lorafleet has, or the algo without the module, is refused.
+TEST_F(KohyaTrainingToml, LycorisModuleWithAlgoLoHa) {
+  const JobConfig c = from_toml(minimal(
+      "network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=loha\", \"conv_dim=2\"]\n"));
+  EXPECT_EQ(c.network.algo, "loha");
+  EXPECT_EQ(c.network.conv_dim, 2);
+  EXPECT_EQ(error_of(minimal("network_module = \"lycoris.kohya\"\n")),
+            "train.toml:4: kohya argument 'network_module': 'lycoris.kohya' needs network_args "
+            "\"algo=loha\" (LyCORIS's algo lora, its LoCon, is not implemented in lorafleet yet; "
+            "for LoRA use networks.lora)");
+  EXPECT_EQ(error_of(minimal("network_args = [\"algo=loha\"]\n")),
+            "train.toml:4: kohya argument 'network_args': algo=loha is a LyCORIS algorithm: it "
+            "needs network_module = \"lycoris.kohya\"");
+  EXPECT_NE(
+      error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=lokr\"]\n"))
+          .find("network.algo"),
+      std::string::npos);
 }
 
 TEST_F(KohyaTrainingToml, WarmupAsARatioOrAPercentage) {

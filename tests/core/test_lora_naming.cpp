@@ -418,7 +418,7 @@ TEST(LoRAVariants, OldDiffusersProcessorLinearLayerLycorisAndSuffixSpellings) {
 
 TEST(LoRAVariants, RefusedVariantsNameTheVariantAndTheKey) {
   const std::pair<const char*, const char*> cases[] = {
-      {"lora_unet_down_blocks_0_attentions_0_proj_in.hada_w1_a", "LoHa"},
+      {"lora_unet_down_blocks_0_attentions_0_proj_in.hada_t1", "LoHa with a Tucker"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.lokr_w1", "LoKr"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.dora_scale", "DoRA"},
       {"unet.down_blocks.0.attentions.0.proj_in.lora_magnitude_vector.default", "DoRA"},
@@ -454,6 +454,40 @@ TEST(LoRAVariants, RefusedVariantsNameTheVariantAndTheKey) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("both map to module " + m), std::string::npos) << e.what();
   }
+}
+
+// LyCORIS LoHa: the four hada_* factors and alpha pass through (a lycoris_ prefix too, rank from
+// hada_w1_b, alpha defaulting to it); incomplete or mixed modules are refused by name.
+TEST(LoRAVariants, LoHaFactorsPassThrough) {
+  const std::string m = "lora_unet_mid_block_attentions_0_proj_in";
+  const std::map<std::string, at::Tensor> loha = {
+      {"lycoris_unet_mid_block_attentions_0_proj_in.hada_w1_a", w({8, 3})},
+      {m + ".hada_w1_b", w({3, 8})},
+      {m + ".hada_w2_a", w({8, 3})},
+      {m + ".hada_w2_b", w({3, 8})}};
+  const NormalizedLoRA n = normalize_lora_state_dict(loha, sd1_ctx());
+  ASSERT_EQ(n.tensors.size(), 5u);
+  EXPECT_TRUE(n.tensors.at(m + ".hada_w1_a")
+                  .is_same(loha.at("lycoris_unet_mid_block_attentions_0_proj_in.hada_w1_a")));
+  EXPECT_EQ(n.tensors.at(m + ".hada_w2_b").sizes(), torch::IntArrayRef({3, 8}));
+  EXPECT_EQ(alpha_of(n, m), 3.0f);
+  EXPECT_EQ(n.variants, "LyCORIS LoHa, LyCORIS prefix");
+  auto error = [](const std::map<std::string, at::Tensor>& t) {
+    try {
+      normalize_lora_state_dict(t, sd1_ctx());
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(
+      error({{m + ".hada_w1_a", w({8, 3})}, {m + ".hada_w1_b", w({3, 8})}}),
+      "LoHa module " + m + " is incomplete: it has '" + m + ".hada_w1_a' but no hada_w2_a tensor");
+  auto mixed = loha;
+  mixed[m + ".lora_up.weight"] = w({8, 3});
+  EXPECT_NE(error(mixed).find("has both LoHa (hada_*) and LoRA ('" + m + ".lora_up.weight')"),
+            std::string::npos)
+      << error(mixed);
 }
 
 TEST(LoRAVariants, FamilyGuess) {

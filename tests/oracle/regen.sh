@@ -21,7 +21,7 @@ fi
 if ! "${PY}" - <<'PYEOF'
 import importlib.metadata as m, sys
 want = {"diffusers": "0.42.1", "transformers": "5.24.0", "open_clip_torch": "3.3.0",
-        "torchvision": "0.26.0", "peft": "0.21.2"}
+        "torchvision": "0.26.0", "peft": "0.21.2", "lycoris-lora": "4.1.3"}
 bad = []
 for n, v in want.items():
     try:
@@ -83,6 +83,9 @@ nice "${PY}" "${ORACLE}/make_loss_fixture.py" --output "${TMP}/loss_recipe.safet
 install_fixture "${TMP}/loss_recipe.safetensors" "${OUT}/loss_recipe.safetensors"
 nice "${PY}" "${ORACLE}/make_optimizer_fixture.py" --output "${TMP}/optimizers.safetensors"
 install_fixture "${TMP}/optimizers.safetensors" "${OUT}/optimizers.safetensors"
+# LyCORIS adapters: lycoris-lora's loader and forward on fixed LoHa weights.
+nice "${PY}" "${ORACLE}/make_lycoris_fixture.py" --output "${TMP}/lycoris_loha.safetensors"
+install_fixture "${TMP}/lycoris_loha.safetensors" "${OUT}/lycoris_loha.safetensors"
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
 #    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture

@@ -145,12 +145,15 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_max_train_steps"] = std::to_string(f.max_train_steps);
   m["ss_lr_warmup_steps"] = tr.lr_warmup_steps.text();  // as given, as kohya writes it
   m["ss_lr_scheduler"] = tr.lr_scheduler;
-  m["ss_network_module"] = "networks.lora";
+  // LyCORIS's kohya entry point writes "lycoris.kohya" and its algo among the network_args.
+  const bool lycoris = c.network.algo != "lora";
+  m["ss_network_module"] = lycoris ? "lycoris.kohya" : "networks.lora";
   m["ss_network_dim"] = std::to_string(c.network.network_dim);
   m["ss_network_alpha"] = py_float(c.network.network_alpha);
   m["ss_network_dropout"] = optional_lr(c.network.network_dropout);  // kohya --network_dropout
   // json.dumps of kohya's network_args dict, whose values are the "key=value" strings.
   std::vector<std::pair<std::string, std::string>> network_args;
+  if (lycoris) network_args.emplace_back("algo", c.network.algo);
   if (c.network.conv_dim > 0) {
     network_args.emplace_back("conv_dim", std::to_string(c.network.conv_dim));
     network_args.emplace_back("conv_alpha", py_float(c.network.conv_alpha));

@@ -2,6 +2,7 @@
 // naming (lora_naming), kaiming/zero init, the kohya state-dict layout and loading.
 #include "lora/lora_network.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -221,6 +222,45 @@ void LoRANetwork::add_module(const std::string& name, std::shared_ptr<torch::nn:
   }
 }
 
+namespace {
+
+// kohya LoRAModule's init: lora_down ([r, in] or [r, in, kh, kw]) kaiming_uniform(a = sqrt(5)),
+// i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), lora_up zero.
+void init_lora(LoRAAdapter& a, int64_t in, int64_t out, int64_t kh, int64_t kw, int64_t r,
+               bool conv, at::Generator& generator) {
+  const auto f32 = torch::dtype(torch::kFloat32);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in * kh * kw));
+  a.down = torch::empty({r, in * kh * kw}, f32).uniform_(-bound, bound, generator);
+  a.up = torch::zeros({out, r}, f32);
+  if (conv) {
+    a.down = a.down.view({r, in, kh, kw});
+    a.up = a.up.view({out, r, 1, 1});
+  }
+}
+
+// LyCORIS LohaModule.__init__'s init (no Tucker, no use_scalar), in its draw order.
+LoHaFactors init_loha(int64_t out, int64_t fan_in, int64_t r, at::Generator& generator) {
+  const auto f32 = torch::dtype(torch::kFloat32);
+  LoHaFactors f;
+  f.w1_b = torch::empty({r, fan_in}, f32).normal_(0.0, 1.0, generator);
+  f.w1_a = torch::empty({out, r}, f32).normal_(0.0, 0.1, generator);
+  f.w2_b = torch::empty({r, fan_in}, f32).normal_(0.0, 1.0, generator);
+  f.w2_a = torch::zeros({out, r}, f32);
+  return f;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor*>> LoRANetwork::adapter_tensors(LoRAAdapter& a) {
+  if (a.loha.defined()) {
+    return {{".hada_w1_a", &a.loha.w1_a},
+            {".hada_w1_b", &a.loha.w1_b},
+            {".hada_w2_a", &a.loha.w2_a},
+            {".hada_w2_b", &a.loha.w2_b}};
+  }
+  return {{".lora_down.weight", &a.down}, {".lora_up.weight", &a.up}};
+}
+
 void LoRANetwork::init_adapters(at::Generator& generator) {
   torch::NoGradGuard no_grad;
   for (auto& entry : modules_) {  // sorted by name: the generator draw order
@@ -229,21 +269,17 @@ void LoRANetwork::init_adapters(at::Generator& generator) {
     const int64_t in = m.linear ? m.linear->in_features() : m.conv->in_channels();
     const int64_t out = m.linear ? m.linear->out_features() : m.conv->out_channels();
     const int64_t kh = m.conv ? weight.size(2) : 1, kw = m.conv ? weight.size(3) : 1;
-    const int64_t r = m.rank;
-    const auto f32 = torch::dtype(torch::kFloat32);
     auto adapter = std::make_shared<LoRAAdapter>();
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in * kh * kw));
-    adapter->down = torch::empty({r, in * kh * kw}, f32).uniform_(-bound, bound, generator);
-    adapter->up = torch::zeros({out, r}, f32);
-    if (m.conv) {
-      adapter->down = adapter->down.view({r, in, kh, kw});
-      adapter->up = adapter->up.view({out, r, 1, 1});
+    if (options_.algo == LoRAAlgo::kLoHa) {
+      adapter->loha = init_loha(out, in * kh * kw, m.rank, generator);
+    } else {
+      init_lora(*adapter, in, out, kh, kw, m.rank, m.conv != nullptr, generator);
     }
-    adapter->down = adapter->down.to(weight.device()).contiguous();
-    adapter->up = adapter->up.to(weight.device()).contiguous();
-    adapter->down.set_requires_grad(true);
-    adapter->up.set_requires_grad(true);
-    adapter->scale = m.alpha / static_cast<double>(r);
+    for (auto& part : adapter_tensors(*adapter)) {
+      *part.second = part.second->to(weight.device()).contiguous();
+      part.second->set_requires_grad(true);
+    }
+    adapter->scale = m.alpha / static_cast<double>(m.rank);
     adapter->dropout = options_.dropout;
     if (m.linear) {
       m.linear->set_adapter(adapter);
@@ -266,16 +302,19 @@ LoRANetwork::~LoRANetwork() {
 std::map<std::string, LoRAModuleDim> lora_module_dims(
     const std::map<std::string, torch::Tensor>& kohya_tensors) {
   std::map<std::string, LoRAModuleDim> dims;
-  const std::string down = ".lora_down.weight";
   for (const auto& [key, t] : kohya_tensors) {
-    if (key.size() <= down.size() || key.compare(key.size() - down.size(), down.size(), down)) {
-      continue;
+    std::string name;
+    for (const std::string rank_of : {".lora_down.weight", ".hada_w1_b"}) {
+      if (key.size() > rank_of.size() &&
+          key.compare(key.size() - rank_of.size(), rank_of.size(), rank_of) == 0) {
+        name = key.substr(0, key.size() - rank_of.size());
+      }
     }
+    if (name.empty()) continue;
     if (t.dim() < 2) {
       throw std::invalid_argument("lora_module_dims: " + key + " has " + shape_of(t) +
                                   ", expected [rank, ...]");
     }
-    const std::string name = key.substr(0, key.size() - down.size());
     LoRAModuleDim& d = dims[name];
     d.rank = t.size(0);
     auto alpha = kohya_tensors.find(name + ".alpha");  // kohya: "support old LoRA without alpha"
@@ -294,10 +333,8 @@ std::vector<std::string> LoRANetwork::module_names() const {
 
 std::vector<torch::Tensor> LoRANetwork::parameters() const {
   std::vector<torch::Tensor> params;
-  params.reserve(2 * modules_.size());
   for (const auto& entry : modules_) {
-    params.push_back(entry.second.adapter->down);
-    params.push_back(entry.second.adapter->up);
+    for (const auto& part : adapter_tensors(*entry.second.adapter)) params.push_back(*part.second);
   }
   return params;
 }
@@ -306,8 +343,7 @@ std::vector<torch::Tensor> LoRANetwork::unet_parameters() const {
   std::vector<torch::Tensor> params;
   for (const auto& entry : modules_) {
     if (!starts_with(entry.first, "lora_unet_")) continue;
-    params.push_back(entry.second.adapter->down);
-    params.push_back(entry.second.adapter->up);
+    for (const auto& part : adapter_tensors(*entry.second.adapter)) params.push_back(*part.second);
   }
   return params;
 }
@@ -316,18 +352,17 @@ std::vector<torch::Tensor> LoRANetwork::text_encoder_parameters() const {
   std::vector<torch::Tensor> params;
   for (const auto& entry : modules_) {
     if (starts_with(entry.first, "lora_unet_")) continue;
-    params.push_back(entry.second.adapter->down);
-    params.push_back(entry.second.adapter->up);
+    for (const auto& part : adapter_tensors(*entry.second.adapter)) params.push_back(*part.second);
   }
   return params;
 }
 
 std::vector<std::string> LoRANetwork::parameter_names() const {
   std::vector<std::string> names;
-  names.reserve(2 * modules_.size());
   for (const auto& entry : modules_) {
-    names.push_back(entry.first + ".lora_down.weight");
-    names.push_back(entry.first + ".lora_up.weight");
+    for (const auto& part : adapter_tensors(*entry.second.adapter)) {
+      names.push_back(entry.first + part.first);
+    }
   }
   return names;
 }
@@ -345,9 +380,9 @@ void LoRANetwork::set_multiplier(double multiplier) {
 void LoRANetwork::set_dtype(at::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   for (auto& entry : modules_) {
-    LoRAAdapter& a = *entry.second.adapter;
-    a.down.set_data(a.down.to(dtype));
-    a.up.set_data(a.up.to(dtype));
+    for (auto& part : adapter_tensors(*entry.second.adapter)) {
+      part.second->set_data(part.second->to(dtype));
+    }
   }
 }
 
@@ -355,8 +390,9 @@ std::map<std::string, torch::Tensor> LoRANetwork::state_dict() const {
   std::map<std::string, torch::Tensor> out;
   for (const auto& entry : modules_) {
     const Module& m = entry.second;
-    out[entry.first + ".lora_down.weight"] = m.adapter->down.detach();
-    out[entry.first + ".lora_up.weight"] = m.adapter->up.detach();
+    for (const auto& part : adapter_tensors(*m.adapter)) {
+      out[entry.first + part.first] = part.second->detach();
+    }
     out[entry.first + ".alpha"] = torch::scalar_tensor(m.alpha, torch::dtype(torch::kFloat32));
   }
   return out;
@@ -392,6 +428,18 @@ std::string LoRANetwork::load_hints(const std::map<std::string, torch::Tensor>& 
     hints += "\n  hint: the file has LoCon modules (ResBlock / sampler convs); set "
              "network.conv_dim (and conv_alpha) to the file's to continue them";
   }
+  // The file's adapter kind against the network's (network.algo).
+  const bool file_loha = std::any_of(unexpected.begin(), unexpected.end(), [](const auto& k) {
+    return k.find(".hada_w") != std::string::npos;
+  });
+  const bool file_lora = std::any_of(unexpected.begin(), unexpected.end(), [](const auto& k) {
+    return k.find(".lora_down.") != std::string::npos;
+  });
+  if (file_loha && options_.algo != LoRAAlgo::kLoHa) {
+    hints += "\n  hint: the file is a LyCORIS LoHa (hada_* tensors); set network.algo: loha";
+  } else if (file_lora && options_.algo == LoRAAlgo::kLoHa) {
+    hints += "\n  hint: the file is a LoRA (lora_down / lora_up); set network.algo: lora";
+  }
   // A rank that differs from network_dim / conv_dim: name the file's.
   for (const std::string& m : mismatched) {
     const auto dot = m.find(".lora_down.weight");
@@ -417,24 +465,26 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
   std::map<std::string, bool> present;  // module -> in the file
   for (const auto& entry : modules_) {
     const Module& m = entry.second;
-    const std::string down_key = entry.first + ".lora_down.weight";
-    const std::string up_key = entry.first + ".lora_up.weight";
     const std::string alpha_key = entry.first + ".alpha";
-    known[down_key] = known[up_key] = known[alpha_key] = true;
-    const bool any = weights.count(down_key) || weights.count(up_key) || weights.count(alpha_key);
+    const auto parts = adapter_tensors(*m.adapter);
+    known[alpha_key] = true;
+    bool any = weights.count(alpha_key) != 0;
+    for (const auto& part : parts) {
+      known[entry.first + part.first] = true;
+      any = any || weights.count(entry.first + part.first);
+    }
     present[entry.first] = any;
     if (!any && allow_missing_modules) {
       report.missing_modules.push_back(entry.first);
       continue;
     }
-    const std::pair<std::string, const torch::Tensor*> parts[] = {{down_key, &m.adapter->down},
-                                                                  {up_key, &m.adapter->up}};
     for (const auto& part : parts) {
-      auto it = weights.find(part.first);
+      const std::string key = entry.first + part.first;
+      auto it = weights.find(key);
       if (it == weights.end()) {
-        missing.push_back(part.first);
+        missing.push_back(key);
       } else if (!loadable(it->second, *part.second)) {
-        mismatched.push_back(part.first + ": expected " + shape_of(*part.second) + ", found " +
+        mismatched.push_back(key + ": expected " + shape_of(*part.second) + ", found " +
                              shape_of(it->second));
       }
     }
@@ -470,9 +520,9 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
   for (auto& entry : modules_) {
     if (!present[entry.first]) continue;
     Module& m = entry.second;
-    m.adapter->down.copy_(
-        weights.at(entry.first + ".lora_down.weight").reshape(m.adapter->down.sizes()));
-    m.adapter->up.copy_(weights.at(entry.first + ".lora_up.weight").reshape(m.adapter->up.sizes()));
+    for (auto& part : adapter_tensors(*m.adapter)) {
+      part.second->copy_(weights.at(entry.first + part.first).reshape(part.second->sizes()));
+    }
     auto it = weights.find(entry.first + ".alpha");
     m.alpha = it != weights.end() ? it->second.to(torch::kFloat64).item<double>()
                                   : static_cast<double>(m.rank);

@@ -42,7 +42,12 @@ struct LoRAModuleDim {
   double alpha = 0.0;
 };
 
+// The adapter of every module: kohya networks.lora's LoRA (lora_down / lora_up) or LyCORIS LoHa
+// (hada_w1_a / hada_w1_b / hada_w2_a / hada_w2_b, lycoris-lora LohaModule; network.algo).
+enum class LoRAAlgo { kLoRA, kLoHa };
+
 struct LoRANetworkOptions {
+  LoRAAlgo algo = LoRAAlgo::kLoRA;
   int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
   double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)
   int64_t conv_dim = 0;        // rank of k x k (k > 1) conv modules; 0 = no LoCon
@@ -68,8 +73,9 @@ struct LoRANetworkOptions {
 };
 
 // kohya create_network_from_weights' modules_dim / modules_alpha: the rank (lora_down's first
-// dimension) and alpha (".alpha", else the rank) of every module of kohya-named tensors, e.g.
-// normalize_lora_state_dict's output. Throws std::invalid_argument for a lora_down of < 2 dims.
+// dimension; LoHa: hada_w1_b's, as LyCORIS make_module_from_state_dict) and alpha (".alpha",
+// else the rank) of every module of kohya-named tensors, e.g. normalize_lora_state_dict's
+// output. Throws std::invalid_argument for a lora_down / hada_w1_b of < 2 dims.
 std::map<std::string, LoRAModuleDim> lora_module_dims(
     const std::map<std::string, torch::Tensor>& kohya_tensors);
 
@@ -109,7 +115,10 @@ class LoRANetwork {
   // In sorted kohya-name order (lora_te* before lora_unet*), lora_down ([r, in] or
   // [r, in, k, k]) is drawn U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in k k
   // (kaiming_uniform a = sqrt(5)), on `generator` (CPU); lora_up ([out, r] or [out, r, 1, 1]) is
-  // zero; float32 on the layer's device, requiring grad. Freezes every UNet and text-encoder
+  // zero; float32 on the layer's device, requiring grad. With algo kLoHa each module instead
+  // gets LyCORIS LohaModule's init, drawn in its order on `generator`: hada_w1_b [r, in k k]
+  // N(0, 1), hada_w1_a [out, r] N(0, 0.1^2), hada_w2_b N(0, 1), hada_w2_a zero (delta W starts
+  // at 0). Freezes every UNet and text-encoder
   // parameter. Throws std::invalid_argument for network_dim <= 0, conv_dim < 0, nothing to train,
   // conv_dim > 0 with no LoRA-compatible ResBlock conv in `unet`, per-block lists of unequal
   // lengths or a UNet module outside them, duplicate names, or a layer that already carries an
@@ -126,13 +135,15 @@ class LoRANetwork {
 
   // kohya lora_names of all modules, sorted.
   std::vector<std::string> module_names() const;
-  // Trainable tensors, sorted by module name, lora_down before lora_up.
+  // Trainable tensors, sorted by module name, lora_down before lora_up (LoHa: hada_w1_a,
+  // hada_w1_b, hada_w2_a, hada_w2_b).
   std::vector<torch::Tensor> parameters() const;
   // The lora_unet_* / lora_te* subsets of parameters(), same order (kohya's unet_lr and
   // text_encoder_lr parameter groups).
   std::vector<torch::Tensor> unet_parameters() const;
   std::vector<torch::Tensor> text_encoder_parameters() const;
-  // Names of parameters() in the same order ("<lora_name>.lora_down.weight", ".lora_up.weight").
+  // Names of parameters() in the same order ("<lora_name>.lora_down.weight", ".lora_up.weight";
+  // LoHa: "<lora_name>.hada_w1_a", ...).
   std::vector<std::string> parameter_names() const;
   // Total element count of parameters().
   size_t num_parameters() const;
@@ -154,7 +165,8 @@ class LoRANetwork {
   const LoRAKeyContext& key_context() const { return key_context_; }
 
   // kohya file layout: "<lora_name>.lora_down.weight", "<lora_name>.lora_up.weight" (detached,
-  // sharing storage, in the parameters' dtype) and "<lora_name>.alpha" (0-dim float32).
+  // sharing storage, in the parameters' dtype) and "<lora_name>.alpha" (0-dim float32). LoHa:
+  // LyCORIS's "<lora_name>.hada_w1_a" / ".hada_w1_b" / ".hada_w2_a" / ".hada_w2_b" and ".alpha".
   std::map<std::string, torch::Tensor> state_dict() const;
 
   // Copies a kohya state dict into the adapters in place (optimizer references stay valid) and
@@ -199,6 +211,8 @@ class LoRANetwork {
   void add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
                   const std::string& where, bool unet);
   void init_adapters(at::Generator& generator);
+  // The module's trainable tensors with their key suffixes, in parameters() order.
+  static std::vector<std::pair<std::string, torch::Tensor*>> adapter_tensors(LoRAAdapter& a);
 
   LoRANetworkOptions options_;
   LoRAKeyContext key_context_;

@@ -27,13 +27,16 @@ std::string underscored(std::string s) {
   throw std::runtime_error("LoRA weights use " + variant +
                            ", which lorafleet cannot load to continue training (first such key: '" +
                            key +
-                           "'); only plain LoRA / LoCon (lora_down, lora_up, alpha) is "
+                           "'); only plain LoRA / LoCon (lora_down, lora_up, alpha) and LyCORIS "
+                           "LoHa (hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b, alpha) are "
                            "supported");
 }
 
 // Refuses the non-LoRA adapter kinds sd.cpp recognises (and DoRA, which it does not support).
 void check_supported(const std::string& key) {
-  if (key.find("hada_") != std::string::npos) refuse("LoHa (LyCORIS hada_* tensors)", key);
+  if (key.find("hada_t1") != std::string::npos || key.find("hada_t2") != std::string::npos) {
+    refuse("LoHa with a Tucker decomposition (LyCORIS hada_t1 / hada_t2 tensors)", key);
+  }
   if (key.find("lokr_") != std::string::npos) refuse("LoKr (LyCORIS lokr_* tensors)", key);
   if (key.find("dora_scale") != std::string::npos ||
       key.find("lora_magnitude_vector") != std::string::npos) {
@@ -47,7 +50,7 @@ void check_supported(const std::string& key) {
   }
 }
 
-enum class Part { kDown, kUp, kAlpha, kScale };
+enum class Part { kDown, kUp, kAlpha, kScale, kW1a, kW1b, kW2a, kW2b };
 
 struct Suffix {
   const char* text;
@@ -69,6 +72,10 @@ const Suffix kSuffixes[] = {
     {".lora_B.default.weight", Part::kUp, "PEFT/diffusers (lora_A/lora_B)"},
     {".lora_A.weight", Part::kDown, "PEFT/diffusers (lora_A/lora_B)"},
     {".lora_B.weight", Part::kUp, "PEFT/diffusers (lora_A/lora_B)"},
+    {".hada_w1_a", Part::kW1a, "LyCORIS LoHa"},
+    {".hada_w1_b", Part::kW1b, "LyCORIS LoHa"},
+    {".hada_w2_a", Part::kW2a, "LyCORIS LoHa"},
+    {".hada_w2_b", Part::kW2b, "LyCORIS LoHa"},
     {".alpha", Part::kAlpha, nullptr},
     {".scale", Part::kScale, nullptr},
 };
@@ -76,6 +83,8 @@ const Suffix kSuffixes[] = {
 struct Collected {
   at::Tensor down, up, alpha, scale;
   std::string down_key, up_key, alpha_key, scale_key;
+  at::Tensor hada[4];  // LoHa hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b (kW1a ... kW2b order)
+  std::string hada_key[4];
   double peft_alpha = 0.0;  // 0: none
   bool rslora = false;
 };
@@ -113,6 +122,45 @@ double pattern_alpha(const PeftAdapterConfig& c, const std::string& module_path)
     }
   }
   return alpha;
+}
+
+// The module's alpha: ".scale" x rank (sd.cpp: scale wins), ".alpha", the PEFT config's, else
+// the rank (kohya / sd.cpp: no alpha means scale 1).
+double module_alpha(const Collected& m, int64_t rank_dim) {
+  const double rank = static_cast<double>(rank_dim);
+  for (const auto* t : {&m.alpha, &m.scale}) {
+    if (t->defined() && t->numel() != 1) {
+      throw std::runtime_error("LoRA key '" + (t == &m.alpha ? m.alpha_key : m.scale_key) +
+                               "': expected a scalar");
+    }
+  }
+  if (m.scale.defined()) return m.scale.to(at::kDouble).item<double>() * rank;
+  if (m.alpha.defined()) return m.alpha.to(at::kDouble).item<double>();
+  if (m.peft_alpha > 0) return m.rslora ? m.peft_alpha * std::sqrt(rank) : m.peft_alpha;
+  return rank;
+}
+
+// A LyCORIS LoHa module: all four hada_* factors (2-D, rank = hada_w1_b's first dimension, as
+// LyCORIS LohaModule.make_module_from_state_dict), no lora_down / lora_up beside them.
+void out_loha(const std::string& name, const Collected& m, std::map<std::string, at::Tensor>& out) {
+  static const char* kParts[] = {".hada_w1_a", ".hada_w1_b", ".hada_w2_a", ".hada_w2_b"};
+  const int have = m.hada[0].defined() ? 0 : m.hada[1].defined() ? 1 : m.hada[2].defined() ? 2 : 3;
+  for (int i = 0; i < 4; ++i) {
+    if (!m.hada[i].defined()) {
+      throw std::runtime_error("LoHa module " + name + " is incomplete: it has '" +
+                               m.hada_key[have] + "' but no " + std::string(kParts[i] + 1) +
+                               " tensor");
+    }
+    if (m.hada[i].dim() != 2) {
+      throw std::runtime_error("LoRA key '" + m.hada_key[i] + "': expected a 2-D LoHa factor");
+    }
+  }
+  if (m.down.defined() || m.up.defined()) {
+    throw std::runtime_error("LoRA module " + name + " has both LoHa (hada_*) and LoRA ('" +
+                             (m.down.defined() ? m.down_key : m.up_key) + "') tensors");
+  }
+  for (int i = 0; i < 4; ++i) out[name + kParts[i]] = m.hada[i];
+  out[name + ".alpha"] = torch::scalar_tensor(module_alpha(m, m.hada[1].size(0)), torch::kFloat32);
 }
 
 }  // namespace
@@ -221,6 +269,15 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
         slot = &m.scale;
         slot_key = &m.scale_key;
         break;
+      case Part::kW1a:
+      case Part::kW1b:
+      case Part::kW2a:
+      case Part::kW2b: {
+        const int i = static_cast<int>(suffix->part) - static_cast<int>(Part::kW1a);
+        slot = &m.hada[i];
+        slot_key = &m.hada_key[i];
+        break;
+      }
     }
     if (slot->defined()) {
       throw std::runtime_error("LoRA keys '" + *slot_key + "' and '" + key +
@@ -241,6 +298,10 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
   NormalizedLoRA out;
   for (const std::string& v : variants) out.variants += (out.variants.empty() ? "" : ", ") + v;
   for (auto& [name, m] : modules) {
+    if (m.hada[0].defined() || m.hada[1].defined() || m.hada[2].defined() || m.hada[3].defined()) {
+      out_loha(name, m, out.tensors);
+      continue;
+    }
     if (!m.down.defined() || !m.up.defined()) {
       const std::string& have = m.down.defined()    ? m.down_key
                                 : m.up.defined()    ? m.up_key
@@ -254,24 +315,10 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
       throw std::runtime_error("LoRA key '" + m.down_key +
                                "': lora_down must have a rank dimension");
     }
-    const double rank = static_cast<double>(m.down.size(0));
-    double alpha = rank;  // kohya / sd.cpp: no alpha means scale 1
-    for (const auto* t : {&m.alpha, &m.scale}) {
-      if (t->defined() && t->numel() != 1) {
-        throw std::runtime_error("LoRA key '" + (t == &m.alpha ? m.alpha_key : m.scale_key) +
-                                 "': expected a scalar");
-      }
-    }
-    if (m.scale.defined()) {
-      alpha = m.scale.to(at::kDouble).item<double>() * rank;  // sd.cpp: scale wins over alpha
-    } else if (m.alpha.defined()) {
-      alpha = m.alpha.to(at::kDouble).item<double>();
-    } else if (m.peft_alpha > 0) {
-      alpha = m.rslora ? m.peft_alpha * std::sqrt(rank) : m.peft_alpha;
-    }
     out.tensors[name + ".lora_down.weight"] = m.down;
     out.tensors[name + ".lora_up.weight"] = m.up;
-    out.tensors[name + ".alpha"] = torch::scalar_tensor(alpha, torch::kFloat32);
+    out.tensors[name + ".alpha"] =
+        torch::scalar_tensor(module_alpha(m, m.down.size(0)), torch::kFloat32);
   }
   return out;
 }

@@ -1,8 +1,9 @@
 // Normalises the LoRA file layouts found in the wild to kohya's keys
 // ("<lora_name>.lora_down.weight", ".lora_up.weight", ".alpha"), so an existing LoRA can be
 // loaded to continue training. Accepts what stable-diffusion.cpp's convert_tensor_name /
-// lora.hpp accept for plain LoRA and refuses, naming the variant and the first offending key,
-// what cannot be continued as a plain LoRA (LoHa, LoKr, DoRA, full diffs, Tucker/CP lora_mid).
+// lora.hpp accept for plain LoRA, plus LyCORIS LoHa (kept as its hada_* factors), and refuses,
+// naming the variant and the first offending key, what lorafleet cannot continue (LoKr, DoRA,
+// full diffs, Tucker/CP lora_mid and hada_t1 / hada_t2).
 #pragma once
 
 #include <cstdint>
@@ -39,9 +40,9 @@ struct LoRAKeyContext {
 };
 
 struct NormalizedLoRA {
-  // kohya keys; every module has lora_down, lora_up (tensors as found, unchanged shape and
-  // dtype) and a 0-dim float32 alpha (alpha from the file, or from ".scale" x rank, or the PEFT
-  // config, else the rank).
+  // kohya keys; every module has lora_down, lora_up (LoHa modules: hada_w1_a, hada_w1_b,
+  // hada_w2_a, hada_w2_b; tensors as found, unchanged shape and dtype) and a 0-dim float32 alpha
+  // (alpha from the file, or from ".scale" x rank, or the PEFT config, else the rank).
   std::map<std::string, at::Tensor> tensors;
   // The layouts seen, e.g. "kohya" or "PEFT/diffusers (lora_A/lora_B)", comma-joined.
   std::string variants;
@@ -52,14 +53,17 @@ struct NormalizedLoRA {
 //  - suffixes ".lora_down.weight" / ".lora.down.weight" / "_lora.down.weight" / ".lora_A.weight" /
 //    ".lora_A.default.weight" / ".lora_linear_layer.down.weight" (and the up / lora_B twins),
 //    ".alpha", ".scale" (wins over alpha: alpha = scale x rank);
+//  - LyCORIS LoHa ".hada_w1_a" / ".hada_w1_b" / ".hada_w2_a" / ".hada_w2_b" (all four, 2-D; rank
+//    = hada_w1_b's first dimension), as lycoris-lora LohaModule saves them;
 //  - PEFT/diffusers module paths "unet.*" (or bare "down_blocks.*" ...), "text_encoder.*",
 //    "text_encoder_2.*": SD 1.x/2.x keep the diffusers path, SDXL (ctx.unet.ldm_names) is mapped
 //    to kohya's ldm names with the general (L+1) rule;
 //  - the old diffusers attention-processor names ("attn1.processor.to_q_lora.down.weight",
 //    "to_out_lora" -> to_out.0; text encoder to_q/to_k/to_v/to_out -> q/k/v/out_proj).
-// Throws std::runtime_error naming the variant and the first key for LoHa (hada_*), LoKr (lokr_*),
-// DoRA (dora_scale, lora_magnitude_vector), full diffs (.diff, .diff_b), Tucker/CP (lora_mid), and
-// for unrecognised keys, duplicates and modules lacking lora_down or lora_up.
+// Throws std::runtime_error naming the variant and the first key for LoKr (lokr_*), DoRA
+// (dora_scale, lora_magnitude_vector), full diffs (.diff, .diff_b), Tucker/CP (lora_mid,
+// hada_t1 / hada_t2), and for unrecognised keys, duplicates, modules lacking lora_down or lora_up
+// (or one of the four LoHa factors) and modules mixing LoHa and LoRA tensors.
 NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>& tensors,
                                          const LoRAKeyContext& ctx,
                                          const std::map<std::string, PeftAdapterConfig>& peft = {});

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
@@ -31,6 +32,13 @@ std::string shape_of(const torch::Tensor& t) {
 // kernel 0 means a Linear layer; otherwise a conv with a square kernel of that size.
 void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, int64_t kernel) {
   const bool conv = kernel > 0;
+  if (a.loha.defined()) {
+    const std::vector<int64_t> shape =
+        conv ? std::vector<int64_t>{out, in, kernel, kernel} : std::vector<int64_t>{out, in};
+    const std::string problem = loha_shape_problem(a.loha, shape);
+    if (!problem.empty()) throw std::invalid_argument(problem);
+    return;
+  }
   const int64_t dims = conv ? 4 : 2;
   const bool ok = a.down.defined() && a.up.defined() && a.down.dim() == dims &&
                   a.up.dim() == dims && a.down.size(1) == in && a.up.size(0) == out &&
@@ -61,6 +69,16 @@ torch::Tensor usable_weight(const torch::Tensor& weight, const torch::Tensor& x)
 // The LoRA path's input: in the adapter's dtype, unless autocast casts both anyway.
 torch::Tensor lora_input(const torch::Tensor& x, const LoRAAdapter& a) {
   return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(a.down.scalar_type());
+}
+
+// LyCORIS LohaModule.forward: the base output plus op(x, multiplier * delta W), in the factors'
+// dtype (the update cast back to the base output's).
+torch::Tensor loha_delta_weight_of(const LoRAAdapter& a, const torch::Tensor& weight) {
+  return loha_delta_weight(a.loha, a.scale * a.multiplier, weight.sizes().vec());
+}
+
+torch::Tensor loha_input(const torch::Tensor& x, const LoRAAdapter& a) {
+  return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(a.loha.w1_a.scalar_type());
 }
 
 }  // namespace
@@ -96,6 +114,10 @@ torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = at::linear(x, usable_weight(weight_, x), bias_);
   if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
+  if (a.loha.defined()) {
+    const torch::Tensor h = at::linear(loha_input(x, a), loha_delta_weight_of(a, weight_));
+    return y + h.to(y.scalar_type());
+  }
   double scale = a.scale;
   torch::Tensor h = at::linear(lora_input(x, a), a.down);
   h = at::linear(apply_lora_dropout(a.dropout, h, /*conv=*/false, &scale), a.up);
@@ -124,6 +146,11 @@ torch::Tensor LoRACompatibleConvImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = at::conv2d(x, usable_weight(weight_, x), bias_, stride_, padding_);
   if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
+  if (a.loha.defined()) {
+    const torch::Tensor h =
+        at::conv2d(loha_input(x, a), loha_delta_weight_of(a, weight_), {}, stride_, padding_);
+    return y + h.to(y.scalar_type());
+  }
   double scale = a.scale;
   torch::Tensor h = at::conv2d(lora_input(x, a), a.down, {}, stride_, padding_);
   h = at::conv2d(apply_lora_dropout(a.dropout, h, /*conv=*/true, &scale), a.up);

@@ -12,6 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "model/loha.h"
 #include "model/lora_dropout.h"
 
 namespace lf {
@@ -24,9 +25,14 @@ namespace lf {
 // a different dtype than the base layer: the input is cast to down's dtype and the update back
 // to the base output's dtype. While a training step's dropout stream is active
 // (lora_dropout.h), `dropout` acts between down and up as in kohya LoRAModule.forward.
+//
+// With `loha` set (LyCORIS LoHa) down and up stay undefined and the layer adds
+// op(x, multiplier * delta W) instead, delta W from loha_delta_weight (model/loha.h) with
+// `scale`, as LyCORIS LohaModule.forward; of the dropouts only module dropout acts on it.
 struct LoRAAdapter {
   torch::Tensor down;       // Linear [r, in]; Conv [r, in, k, k]
   torch::Tensor up;         // Linear [out, r]; Conv [out, r, 1, 1]
+  LoHaFactors loha;         // LyCORIS LoHa: [out, r] / [r, in k k] factors (instead of down / up)
   double scale = 1.0;       // alpha / r
   double multiplier = 1.0;  // kohya network multiplier
   LoRADropout dropout;      // kohya network_dropout / rank_dropout / module_dropout
@@ -43,7 +49,7 @@ class LoRACompatibleLinearImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in] and [out, r]).
+  // adapter shapes do not fit ([r, in] and [out, r]; LoHa: loha_shape_problem).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 
@@ -77,7 +83,7 @@ class LoRACompatibleConvImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]).
+  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]; LoHa: loha_shape_problem).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 

@@ -1,0 +1,205 @@
+// network.algo loha (LyCORIS LoHa) end to end on the tiny UNet: the network trains a few SGD
+// steps (finite loss that falls, every factor moves), is saved as a kohya/LyCORIS file
+// (hada_* keys, ss_network_module lycoris.kohya, algo in ss_network_args), and reloads as
+// network_weights into a freshly seeded network with bitwise the same tensors and output;
+// dim_from_weights reads its ranks. The config refuses the options LoHa does not take.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/config/job_config.h"
+#include "model/model_config.h"
+#include "model/unet.h"
+#include "train/seeding.h"
+#include "worker/io/lora_file.h"
+#include "worker/io/tensor_file.h"
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kToQ = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
+constexpr const char* kConv = "lora_unet_down_blocks_0_resnets_0_conv1";
+
+JobConfig loha_config(const std::string& extra = "") {
+  return parse_job_config(
+      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
+      "dataset:\n  train_data_dir: /d\n"
+      "network:\n  algo: loha\n  network_dim: 4\n  network_alpha: 2\n  conv_dim: 2\n"
+      "  conv_alpha: 1\n" +
+          extra,
+      "t.yaml");
+}
+
+LoRANetworkOptions loha_options() {
+  LoRANetworkOptions o;
+  o.algo = LoRAAlgo::kLoHa;
+  o.network_dim = 4;
+  o.network_alpha = 2.0;
+  o.conv_dim = 2;
+  o.conv_alpha = 1.0;
+  o.train_text_encoder = false;
+  return o;
+}
+
+bool same_bytes(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         torch::equal(a.contiguous(), b.contiguous());
+}
+
+class TinyLoHa : public ::testing::Test {
+ protected:
+  TinyLoHa() : unet_(nullptr) {
+    torch::manual_seed(11);
+    unet_ = UNetModel(model_preset("tiny").unet);
+    at::Generator gen = make_cpu_generator(5);
+    x_ = torch::randn({2, 4, 8, 8}, gen);
+    context_ = torch::randn({2, 7, 64}, gen);
+    target_ = torch::randn({2, 4, 8, 8}, gen);
+  }
+  std::unique_ptr<LoRANetwork> make(uint64_t seed) {
+    at::Generator gen = make_cpu_generator(seed);
+    return std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
+                                         std::vector<LoRATextEncoderTarget>{}, loha_options(), gen);
+  }
+  torch::Tensor run() { return unet_->forward(x_, torch::tensor({10, 981}), context_); }
+  UNetModel unet_;
+  torch::Tensor x_, context_, target_;
+};
+
+TEST_F(TinyLoHa, InitIsLycorisLohaModulesAndStartsAsTheBase) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor base = run();
+  auto lora = make(3);
+  EXPECT_EQ(lora->module_names().size(), 84u + 31u);  // networks.lora's modules (with conv_dim)
+  const auto sd = lora->state_dict();
+  EXPECT_EQ(sd.size(), 5u * (84u + 31u));
+  const std::string q = kToQ, c = kConv;
+  EXPECT_EQ(sd.at(q + ".hada_w1_a").sizes(), torch::IntArrayRef({32, 4}));
+  EXPECT_EQ(sd.at(q + ".hada_w1_b").sizes(), torch::IntArrayRef({4, 32}));
+  EXPECT_EQ(sd.at(c + ".hada_w2_b").sizes(), torch::IntArrayRef({2, 32 * 3 * 3}));
+  EXPECT_EQ(sd.at(q + ".alpha").item<float>(), 2.0f);
+  EXPECT_EQ(sd.at(c + ".alpha").item<float>(), 1.0f);
+  // LyCORIS LohaModule: w1_b N(0, 1), w1_a N(0, 0.1), w2_b N(0, 1), w2_a 0, drawn in that order
+  // per module, the modules in sorted-name order from the one generator.
+  const std::string first = lora->module_names().front();
+  at::Generator gen = make_cpu_generator(3);
+  const torch::Tensor& w1_a = sd.at(first + ".hada_w1_a");
+  const torch::Tensor& w1_b = sd.at(first + ".hada_w1_b");
+  EXPECT_TRUE(same_bytes(w1_b, torch::empty(w1_b.sizes()).normal_(0.0, 1.0, gen)));
+  EXPECT_TRUE(same_bytes(w1_a, torch::empty(w1_a.sizes()).normal_(0.0, 0.1, gen)));
+  EXPECT_TRUE(
+      same_bytes(sd.at(first + ".hada_w2_b"), torch::empty(w1_b.sizes()).normal_(0.0, 1.0, gen)));
+  EXPECT_EQ(sd.at(first + ".hada_w2_a").abs().max().item<double>(), 0.0);
+  EXPECT_TRUE(same_bytes(run(), base));  // delta W = 0 at init
+  EXPECT_EQ(lora->parameter_names().front(), first + ".hada_w1_a");
+  EXPECT_EQ(lora->parameters().size(), 4u * (84u + 31u));
+}
+
+TEST_F(TinyLoHa, TrainsSavesAndReloadsAsNetworkWeights) {
+  auto lora = make(3);
+  const auto init = lora->state_dict();
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& [k, v] : init) before[k] = v.clone();
+  std::vector<double> losses;
+  auto params = lora->parameters();
+  const auto names = lora->parameter_names();
+  for (int step = 0; step < 4; ++step) {
+    torch::Tensor loss = (run() - target_).square().mean();
+    losses.push_back(loss.item<double>());
+    loss.backward();
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      // From the second step on (hada_w2_a no longer 0) every factor has a gradient.
+      if (step > 0) EXPECT_GT(params[i].grad().abs().max().item<double>(), 0.0) << names[i];
+      params[i].sub_(params[i].grad() * 0.05);
+      params[i].grad().zero_();
+    }
+  }
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(losses.back(), losses.front());
+  const auto trained = lora->state_dict();
+  for (const auto& [k, v] : trained) {
+    // The a factors move; a b factor (entries ~1) of a weak-gradient module (attention q / k)
+    // may stay below float32's resolution in 4 small steps, so its gradient is checked above.
+    if (k.find("_a") == k.size() - 2) EXPECT_FALSE(torch::equal(v, before.at(k))) << k;
+  }
+
+  const fs::path dir = fs::temp_directory_path() / ("lf_loha_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "loha.safetensors").string();
+  LoRATrainingFacts facts;
+  save_kohya_lora(path, trained, kohya_lora_metadata(loha_config(), facts));
+  const LoadedTensors file = load_safetensors(path, /*use_mmap=*/false, kKeepStoredDtype);
+  EXPECT_EQ(file.metadata.at("ss_network_module"), "lycoris.kohya");
+  EXPECT_EQ(file.metadata.at("ss_network_args"),
+            "{\"algo\": \"loha\", \"conv_dim\": \"2\", \"conv_alpha\": \"1.0\"}");
+  EXPECT_EQ(file.tensors.size(), trained.size());
+  EXPECT_EQ(file.tensors.count(std::string(kToQ) + ".hada_w2_a"), 1u);
+
+  torch::Tensor y_trained;
+  {
+    torch::NoGradGuard no_grad;
+    y_trained = run();
+  }
+  lora.reset();
+  auto reloaded = make(99);
+  const LoRALoadReport report = load_network_weights(*reloaded, path);
+  EXPECT_EQ(report.loaded_modules, 84u + 31u);
+  EXPECT_TRUE(report.missing_modules.empty());
+  EXPECT_EQ(report.variants, "LyCORIS LoHa");
+  const auto back = reloaded->state_dict();
+  ASSERT_EQ(back.size(), trained.size());
+  for (const auto& [k, v] : trained) EXPECT_TRUE(same_bytes(back.at(k), v)) << k;
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(same_bytes(run(), y_trained));
+
+  // dim_from_weights: the file's ranks and alphas (rank = hada_w1_b's first dimension).
+  const auto dims = network_weights_module_dims(path, reloaded->key_context());
+  ASSERT_EQ(dims.size(), 84u + 31u);
+  EXPECT_EQ(dims.at(kToQ).rank, 4);
+  EXPECT_EQ(dims.at(kToQ).alpha, 2.0);
+  EXPECT_EQ(dims.at(kConv).rank, 2);
+  fs::remove_all(dir);
+}
+
+TEST_F(TinyLoHa, LoRAFileIntoLoHaNetworkHintsAtAlgo) {
+  auto lora = make(3);
+  try {
+    lora->load_weights({{std::string(kToQ) + ".lora_down.weight", torch::zeros({4, 32})},
+                        {std::string(kToQ) + ".lora_up.weight", torch::zeros({32, 4})}});
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("hint: the file is a LoRA (lora_down / lora_up); set "
+                                         "network.algo: lora"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(LoHaConfig, OptionsLoHaDoesNotTakeAreRefusedByKey) {
+  EXPECT_EQ(loha_config().network.algo, "loha");
+  for (const char* extra : {"  rank_dropout: 0.1\n", "  network_dropout: 0.1\n",
+                            "  loraplus_lr_ratio: 16\n", "  down_lr_weight: sine\n"}) {
+    try {
+      loha_config(extra);
+      ADD_FAILURE() << extra;
+    } catch (const ConfigError& e) {
+      const std::string key = std::string(extra).substr(2, std::string(extra).find(':') - 2);
+      EXPECT_NE(std::string(e.what()).find("key 'network." + key +
+                                           "': not available with network.algo loha"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(parse_job_config("model:\n  pretrained_model_name_or_path: /m/b.safetensors\n"
+                                "dataset:\n  train_data_dir: /d\nnetwork:\n  algo: lokr\n",
+                                "t.yaml"),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace lf
