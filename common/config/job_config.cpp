@@ -130,6 +130,16 @@ void validate_loraplus(const Parser& p, const JobConfig& c) {
 // rows of delta W; its dropout is a no-op with a warning), are not available with it.
 void validate_algo(const Parser& p, const JobConfig& c) {
   const auto& n = c.network;
+  for (const auto& [key, set] : {std::make_pair("network.factor", n.factor != -1),
+                                 std::make_pair("network.decompose_both", n.decompose_both)}) {
+    if (set && n.algo != "lokr") {
+      p.fail_key(p.line_for(key), key, "is a LyCORIS LoKr option: it needs network.algo lokr");
+    }
+  }
+  if (n.factor == 0) {
+    p.fail_key(p.line_for("network.factor"), "network.factor",
+               "expected -1 or a factor >= 1, got 0");
+  }
   if (n.algo == "lora") return;
   const std::pair<const char*, bool> refused[] = {
       {"network.network_dropout", n.network_dropout.has_value()},
@@ -142,11 +152,15 @@ void validate_algo(const Parser& p, const JobConfig& c) {
       {"network.up_lr_weight", !n.up_lr_weight.empty()},
       {"network.block_dims", !n.block_dims.empty()},
       {"network.conv_block_dims", !n.conv_block_dims.empty()},
-      {"training.scale_weight_norms", c.training.scale_weight_norms.has_value()}};
+      {"training.scale_weight_norms", c.training.scale_weight_norms.has_value()},
+      {"network.dim_from_weights", n.algo == "lokr" && n.dim_from_weights}};
   for (const auto& [key, set] : refused) {
     if (set) {
       p.fail_key(p.line_for(key), key,
-                 "not available with network.algo " + n.algo + " (networks.lora only)");
+                 "not available with network.algo " + n.algo +
+                     (std::string(key) == "network.dim_from_weights" ? " (give network_dim, factor "
+                                                                       "and decompose_both)"
+                                                                     : " (networks.lora only)"));
     }
   }
 }

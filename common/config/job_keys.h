@@ -112,8 +112,12 @@
       "kohya's module_dropout: a whole module skipped with this probability while training")     \
   KEY(bool, dim_from_weights, false, KeyRule::any(),                                             \
       "kohya --dim_from_weights: the modules, ranks and alphas of network_weights")              \
-  KEY(std::string, algo, "lora", KeyRule::one_of({"lora", "loha"}),                              \
-      "adapter algorithm, LyCORIS's network_args algo: lora (networks.lora) or loha")
+  KEY(std::string, algo, "lora", KeyRule::one_of({"lora", "loha", "lokr"}),                      \
+      "adapter algorithm, LyCORIS's network_args algo: lora (networks.lora), loha or lokr")      \
+  KEY(int, factor, -1, KeyRule::at_least(-1).note("-1 = the most balanced split"),               \
+      "LyCORIS LoKr factor: the size of the Kronecker product's first factor")                   \
+  KEY(bool, decompose_both, false, KeyRule::any(),                                               \
+      "LyCORIS LoKr decompose_both: the first Kronecker factor low-rank too")
 
 // training: kohya train_network.py's training arguments.
 #define LF_TRAINING_KEYS(KEY)                                                                      \

@@ -259,8 +259,8 @@ const std::vector<KohyaArg>& table() {
       key("network_weights"),
       mapped("network_module",
              "networks.lora (lorafleet's LoRA / LoCon), or lycoris.kohya with network_args "
-             "algo=loha (LyCORIS LoHa); other modules and algos are not implemented in lorafleet "
-             "yet"),
+             "algo=loha or algo=lokr (LyCORIS LoHa / LoKr); other modules and algos are not "
+             "implemented in lorafleet yet"),
       key("network_dim"),
       key("network_alpha"),
       key("network_dropout"),

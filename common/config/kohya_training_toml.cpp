@@ -341,7 +341,7 @@ class KohyaToml {
       const std::string m = string_arg(a);
       if (m != "networks.lora" && m != "lycoris.kohya") {
         fail(a, "'" + m + "' is " + not_implemented +
-                    ": lorafleet trains networks.lora and lycoris.kohya (algo=loha) only");
+                    ": lorafleet trains networks.lora and lycoris.kohya (algo=loha / lokr) only");
       }
       network_module_ = std::make_pair(a, m);
       return;
@@ -415,7 +415,8 @@ class KohyaToml {
     const bool lycoris = network_module_ && network_module_->second == "lycoris.kohya";
     if (lycoris && (!algo_ || algo_->second == "lora")) {
       fail(network_module_->first,
-           "'lycoris.kohya' needs network_args \"algo=loha\" (LyCORIS's algo lora, its "
+           "'lycoris.kohya' needs network_args \"algo=loha\" or \"algo=lokr\" (LyCORIS's algo "
+           "lora, its "
            "LoCon, is " +
                std::string(not_implemented) + "; for LoRA use networks.lora)");
     }

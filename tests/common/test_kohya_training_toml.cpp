@@ -398,7 +398,8 @@ TEST_F(KohyaTrainingToml, RefusedArgumentsAreNamedWithTheReason) {
             "accepted, got 100)");
   EXPECT_EQ(error_of(minimal("network_module = \"networks.oft\"\n")),
             "train.toml:4: kohya argument 'network_module': 'networks.oft' is not implemented "
-            "in lorafleet yet: lorafleet trains networks.lora and lycoris.kohya (algo=loha) only");
+            "in lorafleet yet: lorafleet trains networks.lora and lycoris.kohya (algo=loha / lokr) "
+            "only");
   EXPECT_EQ(error_of(minimal("save_model_as = \"ckpt\"\n")),
             "train.toml:4: kohya argument 'save_model_as': 'ckpt' refused: lorafleet writes "
             ".safetensors only");
@@ -435,24 +436,30 @@ TEST_F(KohyaTrainingToml, NetworkArgsSetTheNetworkKeysOfTheirNames) {
             "integer, got 'four'");
 }
 
-// LyCORIS: network_module lycoris.kohya with network_args algo=loha sets network.algo; the
-// module without an algo lorafleet has, or the algo without the module, is refused.
-TEST_F(KohyaTrainingToml, LycorisModuleWithAlgoLoHa) {
+// LyCORIS: network_module lycoris.kohya with network_args algo=loha / lokr sets network.algo
+// (and LoKr's factor, decompose_both); the module without an algo lorafleet has, or the algo
+// without the module, is refused.
+TEST_F(KohyaTrainingToml, LycorisModuleWithAlgoLoHaOrLoKr) {
   const JobConfig c = from_toml(minimal(
       "network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=loha\", \"conv_dim=2\"]\n"));
   EXPECT_EQ(c.network.algo, "loha");
   EXPECT_EQ(c.network.conv_dim, 2);
+  const JobConfig lokr =
+      from_toml(minimal("network_module = \"lycoris.kohya\"\n"
+                        "network_args = [\"algo=lokr\", \"factor=8\", \"decompose_both=True\"]\n"));
+  EXPECT_EQ(lokr.network.algo, "lokr");
+  EXPECT_EQ(lokr.network.factor, 8);
+  EXPECT_TRUE(lokr.network.decompose_both);
   EXPECT_EQ(error_of(minimal("network_module = \"lycoris.kohya\"\n")),
             "train.toml:4: kohya argument 'network_module': 'lycoris.kohya' needs network_args "
-            "\"algo=loha\" (LyCORIS's algo lora, its LoCon, is not implemented in lorafleet yet; "
-            "for LoRA use networks.lora)");
+            "\"algo=loha\" or \"algo=lokr\" (LyCORIS's algo lora, its LoCon, is not implemented "
+            "in lorafleet yet; for LoRA use networks.lora)");
   EXPECT_EQ(error_of(minimal("network_args = [\"algo=loha\"]\n")),
             "train.toml:4: kohya argument 'network_args': algo=loha is a LyCORIS algorithm: it "
             "needs network_module = \"lycoris.kohya\"");
-  EXPECT_NE(
-      error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=lokr\"]\n"))
-          .find("network.algo"),
-      std::string::npos);
+  EXPECT_NE(error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=oft\"]\n"))
+                .find("network.algo"),
+            std::string::npos);
 }
 
 TEST_F(KohyaTrainingToml, WarmupAsARatioOrAPercentage) {

@@ -419,7 +419,7 @@ TEST(LoRAVariants, OldDiffusersProcessorLinearLayerLycorisAndSuffixSpellings) {
 TEST(LoRAVariants, RefusedVariantsNameTheVariantAndTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"lora_unet_down_blocks_0_attentions_0_proj_in.hada_t1", "LoHa with a Tucker"},
-      {"lora_unet_down_blocks_0_attentions_0_proj_in.lokr_w1", "LoKr"},
+      {"lora_unet_down_blocks_0_attentions_0_proj_in.lokr_t2", "LoKr with a Tucker"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.dora_scale", "DoRA"},
       {"unet.down_blocks.0.attentions.0.proj_in.lora_magnitude_vector.default", "DoRA"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.lora_mid.weight", "Tucker/CP"},
@@ -483,6 +483,10 @@ TEST(LoRAVariants, LoHaFactorsPassThrough) {
   EXPECT_EQ(
       error({{m + ".hada_w1_a", w({8, 3})}, {m + ".hada_w1_b", w({3, 8})}}),
       "LoHa module " + m + " is incomplete: it has '" + m + ".hada_w1_a' but no hada_w2_a tensor");
+  // LoKr: one of lokr_w1 / lokr_w1_a + _b per half (the oracle test loads complete modules).
+  EXPECT_EQ(error({{m + ".lokr_w1", w({2, 2})}, {m + ".lokr_w2_a", w({4, 1})}}),
+            "LoKr module " + m + " (it has '" + m +
+                ".lokr_w1') needs exactly one of .lokr_w2 or .lokr_w2_a + .lokr_w2_b");
   auto mixed = loha;
   mixed[m + ".lora_up.weight"] = w({8, 3});
   EXPECT_NE(error(mixed).find("has both LoHa (hada_*) and LoRA ('" + m + ".lora_up.weight')"),

@@ -83,9 +83,12 @@ nice "${PY}" "${ORACLE}/make_loss_fixture.py" --output "${TMP}/loss_recipe.safet
 install_fixture "${TMP}/loss_recipe.safetensors" "${OUT}/loss_recipe.safetensors"
 nice "${PY}" "${ORACLE}/make_optimizer_fixture.py" --output "${TMP}/optimizers.safetensors"
 install_fixture "${TMP}/optimizers.safetensors" "${OUT}/optimizers.safetensors"
-# LyCORIS adapters: lycoris-lora's loader and forward on fixed LoHa weights.
-nice "${PY}" "${ORACLE}/make_lycoris_fixture.py" --output "${TMP}/lycoris_loha.safetensors"
-install_fixture "${TMP}/lycoris_loha.safetensors" "${OUT}/lycoris_loha.safetensors"
+# LyCORIS adapters: lycoris-lora's loader and forward on fixed LoHa / LoKr weights.
+for algo in loha lokr; do
+  nice "${PY}" "${ORACLE}/make_lycoris_fixture.py" --algo "${algo}" \
+    --output "${TMP}/lycoris_${algo}.safetensors"
+  install_fixture "${TMP}/lycoris_${algo}.safetensors" "${OUT}/lycoris_${algo}.safetensors"
+done
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
 #    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture

@@ -154,6 +154,8 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   // json.dumps of kohya's network_args dict, whose values are the "key=value" strings.
   std::vector<std::pair<std::string, std::string>> network_args;
   if (lycoris) network_args.emplace_back("algo", c.network.algo);
+  if (c.network.factor != -1) network_args.emplace_back("factor", std::to_string(c.network.factor));
+  if (c.network.decompose_both) network_args.emplace_back("decompose_both", "True");
   if (c.network.conv_dim > 0) {
     network_args.emplace_back("conv_dim", std::to_string(c.network.conv_dim));
     network_args.emplace_back("conv_alpha", py_float(c.network.conv_alpha));

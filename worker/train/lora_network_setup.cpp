@@ -28,7 +28,12 @@ LoRANetworkSetup lora_network_setup(const JobConfig& config, SDModels& models) {
   const bool sdxl = models.preset.family == ModelFamily::kSDXL;
   LoRANetworkSetup setup;
   LoRANetworkOptions& o = setup.options;
-  o.algo = net.algo == "loha" ? LoRAAlgo::kLoHa : LoRAAlgo::kLoRA;  // job_keys.h: lora | loha
+  // job_keys.h: lora | loha | lokr
+  o.algo = net.algo == "loha"   ? LoRAAlgo::kLoHa
+           : net.algo == "lokr" ? LoRAAlgo::kLoKr
+                                : LoRAAlgo::kLoRA;
+  o.lokr_factor = net.factor;
+  o.decompose_both = net.decompose_both;
   o.network_dim = net.network_dim;
   o.network_alpha = net.network_alpha;
   o.conv_dim = net.conv_dim;

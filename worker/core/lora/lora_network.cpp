@@ -258,6 +258,16 @@ std::vector<std::pair<std::string, torch::Tensor*>> LoRANetwork::adapter_tensors
             {".hada_w2_a", &a.loha.w2_a},
             {".hada_w2_b", &a.loha.w2_b}};
   }
+  if (a.lokr.defined()) {
+    std::vector<std::pair<std::string, torch::Tensor*>> parts;
+    const std::pair<const char*, torch::Tensor*> all[] = {
+        {".lokr_w1", &a.lokr.w1}, {".lokr_w1_a", &a.lokr.w1_a}, {".lokr_w1_b", &a.lokr.w1_b},
+        {".lokr_w2", &a.lokr.w2}, {".lokr_w2_a", &a.lokr.w2_a}, {".lokr_w2_b", &a.lokr.w2_b}};
+    for (const auto& [suffix, t] : all) {
+      if (t->defined()) parts.emplace_back(suffix, t);
+    }
+    return parts;
+  }
   return {{".lora_down.weight", &a.down}, {".lora_up.weight", &a.up}};
 }
 
@@ -272,6 +282,10 @@ void LoRANetwork::init_adapters(at::Generator& generator) {
     auto adapter = std::make_shared<LoRAAdapter>();
     if (options_.algo == LoRAAlgo::kLoHa) {
       adapter->loha = init_loha(out, in * kh * kw, m.rank, generator);
+    } else if (options_.algo == LoRAAlgo::kLoKr) {
+      adapter->lokr = init_lokr(weight.sizes().vec(), m.rank, options_.lokr_factor,
+                                options_.decompose_both, generator);
+      if (adapter->lokr.full()) m.alpha = static_cast<double>(m.rank);  // LyCORIS: scale 1
     } else {
       init_lora(*adapter, in, out, kh, kw, m.rank, m.conv != nullptr, generator);
     }
@@ -527,6 +541,7 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
     m.alpha = it != weights.end() ? it->second.to(torch::kFloat64).item<double>()
                                   : static_cast<double>(m.rank);
     m.alpha = kohya_alpha(m.alpha, m.rank);
+    if (m.adapter->lokr.full()) m.alpha = static_cast<double>(m.rank);  // LyCORIS: scale 1
     m.adapter->scale = m.alpha / static_cast<double>(m.rank);
     ++report.loaded_modules;
   }

@@ -42,12 +42,15 @@ struct LoRAModuleDim {
   double alpha = 0.0;
 };
 
-// The adapter of every module: kohya networks.lora's LoRA (lora_down / lora_up) or LyCORIS LoHa
-// (hada_w1_a / hada_w1_b / hada_w2_a / hada_w2_b, lycoris-lora LohaModule; network.algo).
-enum class LoRAAlgo { kLoRA, kLoHa };
+// The adapter of every module: kohya networks.lora's LoRA (lora_down / lora_up), LyCORIS LoHa
+// (hada_w1_a / hada_w1_b / hada_w2_a / hada_w2_b, lycoris-lora LohaModule) or LyCORIS LoKr
+// (lokr_w1 or lokr_w1_a / _b, lokr_w2 or lokr_w2_a / _b, LokrModule); network.algo.
+enum class LoRAAlgo { kLoRA, kLoHa, kLoKr };
 
 struct LoRANetworkOptions {
   LoRAAlgo algo = LoRAAlgo::kLoRA;
+  int64_t lokr_factor = -1;     // LyCORIS LoKr factor (-1: the most balanced factorization)
+  bool decompose_both = false;  // LyCORIS LoKr decompose_both: lokr_w1 low-rank too
   int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
   double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)
   int64_t conv_dim = 0;        // rank of k x k (k > 1) conv modules; 0 = no LoCon
@@ -118,7 +121,9 @@ class LoRANetwork {
   // zero; float32 on the layer's device, requiring grad. With algo kLoHa each module instead
   // gets LyCORIS LohaModule's init, drawn in its order on `generator`: hada_w1_b [r, in k k]
   // N(0, 1), hada_w1_a [out, r] N(0, 0.1^2), hada_w2_b N(0, 1), hada_w2_a zero (delta W starts
-  // at 0). Freezes every UNet and text-encoder
+  // at 0). With kLoKr, init_lokr's factors (model/lokr.h) with lokr_factor / decompose_both;
+  // a module whose halves are both full gets alpha = rank (scale 1), as LyCORIS. Freezes every
+  // UNet and text-encoder
   // parameter. Throws std::invalid_argument for network_dim <= 0, conv_dim < 0, nothing to train,
   // conv_dim > 0 with no LoRA-compatible ResBlock conv in `unet`, per-block lists of unequal
   // lengths or a UNet module outside them, duplicate names, or a layer that already carries an

@@ -1,12 +1,16 @@
 // LoRA file layout normalisation to kohya keys (see header).
 #include "lora/lora_variants.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 
 #include <torch/torch.h>
+
+#include "model/lokr.h"
 
 namespace lf {
 namespace {
@@ -28,8 +32,7 @@ std::string underscored(std::string s) {
                            ", which lorafleet cannot load to continue training (first such key: '" +
                            key +
                            "'); only plain LoRA / LoCon (lora_down, lora_up, alpha) and LyCORIS "
-                           "LoHa (hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b, alpha) are "
-                           "supported");
+                           "LoHa (hada_*) and LoKr (lokr_w1*, lokr_w2*) are supported");
 }
 
 // Refuses the non-LoRA adapter kinds sd.cpp recognises (and DoRA, which it does not support).
@@ -37,7 +40,9 @@ void check_supported(const std::string& key) {
   if (key.find("hada_t1") != std::string::npos || key.find("hada_t2") != std::string::npos) {
     refuse("LoHa with a Tucker decomposition (LyCORIS hada_t1 / hada_t2 tensors)", key);
   }
-  if (key.find("lokr_") != std::string::npos) refuse("LoKr (LyCORIS lokr_* tensors)", key);
+  if (key.find("lokr_t") != std::string::npos) {
+    refuse("LoKr with a Tucker decomposition (LyCORIS lokr_t2 tensors)", key);
+  }
   if (key.find("dora_scale") != std::string::npos ||
       key.find("lora_magnitude_vector") != std::string::npos) {
     refuse("DoRA (dora_scale / lora_magnitude_vector magnitude tensors)", key);
@@ -50,7 +55,22 @@ void check_supported(const std::string& key) {
   }
 }
 
-enum class Part { kDown, kUp, kAlpha, kScale, kW1a, kW1b, kW2a, kW2b };
+enum class Part {
+  kDown,
+  kUp,
+  kAlpha,
+  kScale,
+  kW1a,
+  kW1b,
+  kW2a,
+  kW2b,
+  kK1,
+  kK1a,
+  kK1b,
+  kK2,
+  kK2a,
+  kK2b
+};
 
 struct Suffix {
   const char* text;
@@ -76,6 +96,12 @@ const Suffix kSuffixes[] = {
     {".hada_w1_b", Part::kW1b, "LyCORIS LoHa"},
     {".hada_w2_a", Part::kW2a, "LyCORIS LoHa"},
     {".hada_w2_b", Part::kW2b, "LyCORIS LoHa"},
+    {".lokr_w1", Part::kK1, "LyCORIS LoKr"},
+    {".lokr_w1_a", Part::kK1a, "LyCORIS LoKr"},
+    {".lokr_w1_b", Part::kK1b, "LyCORIS LoKr"},
+    {".lokr_w2", Part::kK2, "LyCORIS LoKr"},
+    {".lokr_w2_a", Part::kK2a, "LyCORIS LoKr"},
+    {".lokr_w2_b", Part::kK2b, "LyCORIS LoKr"},
     {".alpha", Part::kAlpha, nullptr},
     {".scale", Part::kScale, nullptr},
 };
@@ -85,6 +111,8 @@ struct Collected {
   std::string down_key, up_key, alpha_key, scale_key;
   at::Tensor hada[4];  // LoHa hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b (kW1a ... kW2b order)
   std::string hada_key[4];
+  at::Tensor lokr[6];  // LoKr lokr_w1, _w1_a, _w1_b, _w2, _w2_a, _w2_b (kK1 ... kK2b order)
+  std::string lokr_key[6];
   double peft_alpha = 0.0;  // 0: none
   bool rslora = false;
 };
@@ -161,6 +189,35 @@ void out_loha(const std::string& name, const Collected& m, std::map<std::string,
   }
   for (int i = 0; i < 4; ++i) out[name + kParts[i]] = m.hada[i];
   out[name + ".alpha"] = torch::scalar_tensor(module_alpha(m, m.hada[1].size(0)), torch::kFloat32);
+}
+
+// A LyCORIS LoKr module: lokr_w1 or lokr_w1_a + _b, and lokr_w2 or lokr_w2_a + _b (2-D, lokr_w2
+// 2-D or 4-D), no lora_down / lora_up beside them; rank as LyCORIS make_module_from_state_dict.
+void out_lokr(const std::string& name, const Collected& m, std::map<std::string, at::Tensor>& out) {
+  static const char* kParts[] = {".lokr_w1", ".lokr_w1_a", ".lokr_w1_b",
+                                 ".lokr_w2", ".lokr_w2_a", ".lokr_w2_b"};
+  const int have = static_cast<int>(std::find_if(std::begin(m.lokr), std::end(m.lokr),
+                                                 [](const at::Tensor& t) { return t.defined(); }) -
+                                    std::begin(m.lokr));
+  for (int half = 0; half < 2; ++half) {
+    const at::Tensor* t = m.lokr + 3 * half;
+    const bool full = t[0].defined(), low = t[1].defined() && t[2].defined();
+    if (full == low || (!full && t[1].defined() != t[2].defined()) ||
+        (full && (t[1].defined() || t[2].defined()))) {
+      throw std::runtime_error("LoKr module " + name + " (it has '" + m.lokr_key[have] +
+                               "') needs exactly one of " + kParts[3 * half] + " or " +
+                               kParts[3 * half + 1] + " + " + kParts[3 * half + 2]);
+    }
+  }
+  if (m.down.defined() || m.up.defined()) {
+    throw std::runtime_error("LoRA module " + name + " has both LoKr (lokr_*) and LoRA ('" +
+                             (m.down.defined() ? m.down_key : m.up_key) + "') tensors");
+  }
+  LoKrFactors f{m.lokr[0], m.lokr[1], m.lokr[2], m.lokr[3], m.lokr[4], m.lokr[5]};
+  for (int i = 0; i < 6; ++i) {
+    if (m.lokr[i].defined()) out[name + kParts[i]] = m.lokr[i];
+  }
+  out[name + ".alpha"] = torch::scalar_tensor(module_alpha(m, lokr_rank(f)), torch::kFloat32);
 }
 
 }  // namespace
@@ -278,6 +335,17 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
         slot_key = &m.hada_key[i];
         break;
       }
+      case Part::kK1:
+      case Part::kK1a:
+      case Part::kK1b:
+      case Part::kK2:
+      case Part::kK2a:
+      case Part::kK2b: {
+        const int i = static_cast<int>(suffix->part) - static_cast<int>(Part::kK1);
+        slot = &m.lokr[i];
+        slot_key = &m.lokr_key[i];
+        break;
+      }
     }
     if (slot->defined()) {
       throw std::runtime_error("LoRA keys '" + *slot_key + "' and '" + key +
@@ -300,6 +368,11 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
   for (auto& [name, m] : modules) {
     if (m.hada[0].defined() || m.hada[1].defined() || m.hada[2].defined() || m.hada[3].defined()) {
       out_loha(name, m, out.tensors);
+      continue;
+    }
+    if (std::any_of(std::begin(m.lokr), std::end(m.lokr),
+                    [](const at::Tensor& t) { return t.defined(); })) {
+      out_lokr(name, m, out.tensors);
       continue;
     }
     if (!m.down.defined() || !m.up.defined()) {

@@ -32,10 +32,11 @@ std::string shape_of(const torch::Tensor& t) {
 // kernel 0 means a Linear layer; otherwise a conv with a square kernel of that size.
 void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, int64_t kernel) {
   const bool conv = kernel > 0;
-  if (a.loha.defined()) {
+  if (a.rebuilds_weight()) {
     const std::vector<int64_t> shape =
         conv ? std::vector<int64_t>{out, in, kernel, kernel} : std::vector<int64_t>{out, in};
-    const std::string problem = loha_shape_problem(a.loha, shape);
+    const std::string problem =
+        a.loha.defined() ? loha_shape_problem(a.loha, shape) : lokr_shape_problem(a.lokr, shape);
     if (!problem.empty()) throw std::invalid_argument(problem);
     return;
   }
@@ -71,14 +72,19 @@ torch::Tensor lora_input(const torch::Tensor& x, const LoRAAdapter& a) {
   return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(a.down.scalar_type());
 }
 
-// LyCORIS LohaModule.forward: the base output plus op(x, multiplier * delta W), in the factors'
-// dtype (the update cast back to the base output's).
-torch::Tensor loha_delta_weight_of(const LoRAAdapter& a, const torch::Tensor& weight) {
-  return loha_delta_weight(a.loha, a.scale * a.multiplier, weight.sizes().vec());
+// LyCORIS LohaModule / LokrModule.forward: the base output plus op(x, multiplier * delta W), in
+// the factors' dtype (the update cast back to the base output's).
+torch::Tensor delta_weight_of(const LoRAAdapter& a, const torch::Tensor& weight) {
+  const double scale = a.scale * a.multiplier;
+  return a.loha.defined() ? loha_delta_weight(a.loha, scale, weight.sizes().vec())
+                          : lokr_delta_weight(a.lokr, scale, weight.sizes().vec());
 }
 
-torch::Tensor loha_input(const torch::Tensor& x, const LoRAAdapter& a) {
-  return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(a.loha.w1_a.scalar_type());
+torch::Tensor delta_input(const torch::Tensor& x, const LoRAAdapter& a) {
+  const at::Tensor& factor = a.loha.defined()      ? a.loha.w1_a
+                             : a.lokr.w1.defined() ? a.lokr.w1
+                                                   : a.lokr.w1_a;
+  return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(factor.scalar_type());
 }
 
 }  // namespace
@@ -114,8 +120,8 @@ torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = at::linear(x, usable_weight(weight_, x), bias_);
   if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
-  if (a.loha.defined()) {
-    const torch::Tensor h = at::linear(loha_input(x, a), loha_delta_weight_of(a, weight_));
+  if (a.rebuilds_weight()) {
+    const torch::Tensor h = at::linear(delta_input(x, a), delta_weight_of(a, weight_));
     return y + h.to(y.scalar_type());
   }
   double scale = a.scale;
@@ -146,9 +152,9 @@ torch::Tensor LoRACompatibleConvImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = at::conv2d(x, usable_weight(weight_, x), bias_, stride_, padding_);
   if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
-  if (a.loha.defined()) {
+  if (a.rebuilds_weight()) {
     const torch::Tensor h =
-        at::conv2d(loha_input(x, a), loha_delta_weight_of(a, weight_), {}, stride_, padding_);
+        at::conv2d(delta_input(x, a), delta_weight_of(a, weight_), {}, stride_, padding_);
     return y + h.to(y.scalar_type());
   }
   double scale = a.scale;

@@ -13,6 +13,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "model/loha.h"
+#include "model/lokr.h"
 #include "model/lora_dropout.h"
 
 namespace lf {
@@ -26,13 +27,17 @@ namespace lf {
 // to the base output's dtype. While a training step's dropout stream is active
 // (lora_dropout.h), `dropout` acts between down and up as in kohya LoRAModule.forward.
 //
-// With `loha` set (LyCORIS LoHa) down and up stay undefined and the layer adds
-// op(x, multiplier * delta W) instead, delta W from loha_delta_weight (model/loha.h) with
-// `scale`, as LyCORIS LohaModule.forward; of the dropouts only module dropout acts on it.
+// With `loha` or `lokr` set (LyCORIS LoHa / LoKr) down and up stay undefined and the layer adds
+// op(x, multiplier * delta W) instead, delta W from loha_delta_weight (model/loha.h) or
+// lokr_delta_weight (model/lokr.h) with `scale`, as LyCORIS LohaModule / LokrModule.forward; of
+// the dropouts only module dropout acts on them.
 struct LoRAAdapter {
   torch::Tensor down;       // Linear [r, in]; Conv [r, in, k, k]
   torch::Tensor up;         // Linear [out, r]; Conv [out, r, 1, 1]
   LoHaFactors loha;         // LyCORIS LoHa: [out, r] / [r, in k k] factors (instead of down / up)
+  LoKrFactors lokr;         // LyCORIS LoKr: Kronecker factors (instead of down / up)
+  // True for LoHa / LoKr, whose update is a full delta W rebuilt per forward.
+  bool rebuilds_weight() const { return loha.defined() || lokr.defined(); }
   double scale = 1.0;       // alpha / r
   double multiplier = 1.0;  // kohya network multiplier
   LoRADropout dropout;      // kohya network_dropout / rank_dropout / module_dropout
@@ -49,7 +54,7 @@ class LoRACompatibleLinearImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in] and [out, r]; LoHa: loha_shape_problem).
+  // adapter shapes do not fit ([r, in] and [out, r]; LoHa / LoKr: *_shape_problem).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 
@@ -83,7 +88,7 @@ class LoRACompatibleConvImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]; LoHa: loha_shape_problem).
+  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]; LoHa / LoKr: *_shape_problem).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 

@@ -1,8 +1,9 @@
-// network.algo loha (LyCORIS LoHa) end to end on the tiny UNet: the network trains a few SGD
-// steps (finite loss that falls, every factor moves), is saved as a kohya/LyCORIS file
-// (hada_* keys, ss_network_module lycoris.kohya, algo in ss_network_args), and reloads as
-// network_weights into a freshly seeded network with bitwise the same tensors and output;
-// dim_from_weights reads its ranks. The config refuses the options LoHa does not take.
+// network.algo loha / lokr (LyCORIS LoHa / LoKr) end to end on the tiny UNet: the network trains
+// a few SGD steps (finite loss that falls, every factor gets a gradient, the zero-initialised one
+// moves), is saved as a kohya/LyCORIS file (hada_* / lokr_* keys, ss_network_module
+// lycoris.kohya, algo in ss_network_args), and reloads as network_weights into a freshly seeded
+// network with bitwise the same tensors and output; dim_from_weights reads LoHa's ranks. The
+// config refuses the options LoHa / LoKr do not take.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -24,23 +25,29 @@ namespace fs = std::filesystem;
 constexpr const char* kToQ = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
 constexpr const char* kConv = "lora_unet_down_blocks_0_resnets_0_conv1";
 
-JobConfig loha_config(const std::string& extra = "") {
+JobConfig loha_config(const std::string& extra = "", const std::string& algo = "loha") {
   return parse_job_config(
       "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
       "dataset:\n  train_data_dir: /d\n"
-      "network:\n  algo: loha\n  network_dim: 4\n  network_alpha: 2\n  conv_dim: 2\n"
-      "  conv_alpha: 1\n" +
+      "network:\n  algo: " +
+          algo +
+          "\n  network_dim: 4\n  network_alpha: 2\n  conv_dim: 2\n"
+          "  conv_alpha: 1\n" +
           extra,
       "t.yaml");
 }
 
-LoRANetworkOptions loha_options() {
+// LoHa: rank 4 / alpha 2, LoCon rank 2 / alpha 1. LoKr: rank 2 / alpha 1 (rank 4 would make the
+// tiny model's 32-wide layers full on both halves), factor 4, decompose_both.
+LoRANetworkOptions lycoris_options(LoRAAlgo algo) {
   LoRANetworkOptions o;
-  o.algo = LoRAAlgo::kLoHa;
-  o.network_dim = 4;
-  o.network_alpha = 2.0;
+  o.algo = algo;
+  o.network_dim = algo == LoRAAlgo::kLoKr ? 2 : 4;
+  o.network_alpha = algo == LoRAAlgo::kLoKr ? 1.0 : 2.0;
   o.conv_dim = 2;
   o.conv_alpha = 1.0;
+  o.lokr_factor = algo == LoRAAlgo::kLoKr ? 4 : -1;
+  o.decompose_both = algo == LoRAAlgo::kLoKr;
   o.train_text_encoder = false;
   return o;
 }
@@ -60,11 +67,15 @@ class TinyLoHa : public ::testing::Test {
     context_ = torch::randn({2, 7, 64}, gen);
     target_ = torch::randn({2, 4, 8, 8}, gen);
   }
-  std::unique_ptr<LoRANetwork> make(uint64_t seed) {
+  std::unique_ptr<LoRANetwork> make(uint64_t seed, LoRAAlgo algo = LoRAAlgo::kLoHa) {
     at::Generator gen = make_cpu_generator(seed);
     return std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
-                                         std::vector<LoRATextEncoderTarget>{}, loha_options(), gen);
+                                         std::vector<LoRATextEncoderTarget>{},
+                                         lycoris_options(algo), gen);
   }
+  // Trains, saves with `config`'s metadata and reloads a network of `algo`; returns the file.
+  LoadedTensors train_save_reload(LoRAAlgo algo, const JobConfig& config,
+                                  const std::string& variant);
   torch::Tensor run() { return unet_->forward(x_, torch::tensor({10, 981}), context_); }
   UNetModel unet_;
   torch::Tensor x_, context_, target_;
@@ -99,11 +110,11 @@ TEST_F(TinyLoHa, InitIsLycorisLohaModulesAndStartsAsTheBase) {
   EXPECT_EQ(lora->parameters().size(), 4u * (84u + 31u));
 }
 
-TEST_F(TinyLoHa, TrainsSavesAndReloadsAsNetworkWeights) {
-  auto lora = make(3);
-  const auto init = lora->state_dict();
+LoadedTensors TinyLoHa::train_save_reload(LoRAAlgo algo, const JobConfig& config,
+                                          const std::string& variant) {
+  auto lora = make(3, algo);
   std::map<std::string, torch::Tensor> before;
-  for (const auto& [k, v] : init) before[k] = v.clone();
+  for (const auto& [k, v] : lora->state_dict()) before[k] = v.clone();
   std::vector<double> losses;
   auto params = lora->parameters();
   const auto names = lora->parameter_names();
@@ -113,7 +124,7 @@ TEST_F(TinyLoHa, TrainsSavesAndReloadsAsNetworkWeights) {
     loss.backward();
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < params.size(); ++i) {
-      // From the second step on (hada_w2_a no longer 0) every factor has a gradient.
+      // From the second step on (the zero factor no longer 0) every factor has a gradient.
       if (step > 0) EXPECT_GT(params[i].grad().abs().max().item<double>(), 0.0) << names[i];
       params[i].sub_(params[i].grad() * 0.05);
       params[i].grad().zero_();
@@ -123,22 +134,22 @@ TEST_F(TinyLoHa, TrainsSavesAndReloadsAsNetworkWeights) {
   EXPECT_LT(losses.back(), losses.front());
   const auto trained = lora->state_dict();
   for (const auto& [k, v] : trained) {
-    // The a factors move; a b factor (entries ~1) of a weak-gradient module (attention q / k)
-    // may stay below float32's resolution in 4 small steps, so its gradient is checked above.
-    if (k.find("_a") == k.size() - 2) EXPECT_FALSE(torch::equal(v, before.at(k))) << k;
+    // The zero-initialised factor (hada_w2_a, lokr_w2_b / lokr_w2) moves off 0; a factor with
+    // entries ~1 of a weak-gradient module (attention q / k) may stay below float32's resolution
+    // in 4 small steps, so its gradient is what is checked above.
+    if (k.find(".alpha") == std::string::npos && before.at(k).abs().max().item<double>() == 0.0) {
+      EXPECT_GT(v.abs().max().item<double>(), 0.0) << k;
+    }
   }
 
-  const fs::path dir = fs::temp_directory_path() / ("lf_loha_" + std::to_string(getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("lf_lycoris_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const std::string path = (dir / "loha.safetensors").string();
+  const std::string path = (dir / "adapter.safetensors").string();
   LoRATrainingFacts facts;
-  save_kohya_lora(path, trained, kohya_lora_metadata(loha_config(), facts));
-  const LoadedTensors file = load_safetensors(path, /*use_mmap=*/false, kKeepStoredDtype);
+  save_kohya_lora(path, trained, kohya_lora_metadata(config, facts));
+  LoadedTensors file = load_safetensors(path, /*use_mmap=*/false, kKeepStoredDtype);
   EXPECT_EQ(file.metadata.at("ss_network_module"), "lycoris.kohya");
-  EXPECT_EQ(file.metadata.at("ss_network_args"),
-            "{\"algo\": \"loha\", \"conv_dim\": \"2\", \"conv_alpha\": \"1.0\"}");
   EXPECT_EQ(file.tensors.size(), trained.size());
-  EXPECT_EQ(file.tensors.count(std::string(kToQ) + ".hada_w2_a"), 1u);
 
   torch::Tensor y_trained;
   {
@@ -146,24 +157,53 @@ TEST_F(TinyLoHa, TrainsSavesAndReloadsAsNetworkWeights) {
     y_trained = run();
   }
   lora.reset();
-  auto reloaded = make(99);
+  auto reloaded = make(99, algo);
   const LoRALoadReport report = load_network_weights(*reloaded, path);
   EXPECT_EQ(report.loaded_modules, 84u + 31u);
   EXPECT_TRUE(report.missing_modules.empty());
-  EXPECT_EQ(report.variants, "LyCORIS LoHa");
+  EXPECT_EQ(report.variants, variant);
   const auto back = reloaded->state_dict();
-  ASSERT_EQ(back.size(), trained.size());
+  EXPECT_EQ(back.size(), trained.size());
   for (const auto& [k, v] : trained) EXPECT_TRUE(same_bytes(back.at(k), v)) << k;
-  torch::NoGradGuard no_grad;
-  EXPECT_TRUE(same_bytes(run(), y_trained));
-
-  // dim_from_weights: the file's ranks and alphas (rank = hada_w1_b's first dimension).
-  const auto dims = network_weights_module_dims(path, reloaded->key_context());
-  ASSERT_EQ(dims.size(), 84u + 31u);
-  EXPECT_EQ(dims.at(kToQ).rank, 4);
-  EXPECT_EQ(dims.at(kToQ).alpha, 2.0);
-  EXPECT_EQ(dims.at(kConv).rank, 2);
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(same_bytes(run(), y_trained));
+  }
+  if (algo == LoRAAlgo::kLoHa) {
+    // dim_from_weights: the file's ranks and alphas (rank = hada_w1_b's first dimension).
+    const auto dims = network_weights_module_dims(path, reloaded->key_context());
+    EXPECT_EQ(dims.size(), 84u + 31u);
+    EXPECT_EQ(dims.at(kToQ).rank, 4);
+    EXPECT_EQ(dims.at(kToQ).alpha, 2.0);
+    EXPECT_EQ(dims.at(kConv).rank, 2);
+  }
   fs::remove_all(dir);
+  return file;
+}
+
+TEST_F(TinyLoHa, TrainsSavesAndReloadsAsNetworkWeights) {
+  const LoadedTensors file = train_save_reload(LoRAAlgo::kLoHa, loha_config(), "LyCORIS LoHa");
+  EXPECT_EQ(file.metadata.at("ss_network_args"),
+            "{\"algo\": \"loha\", \"conv_dim\": \"2\", \"conv_alpha\": \"1.0\"}");
+  EXPECT_EQ(file.tensors.count(std::string(kToQ) + ".hada_w2_a"), 1u);
+}
+
+TEST_F(TinyLoHa, LoKrTrainsSavesAndReloadsAsNetworkWeights) {
+  const LoadedTensors file = train_save_reload(
+      LoRAAlgo::kLoKr, loha_config("  factor: 4\n  decompose_both: true\n", "lokr"),
+      "LyCORIS LoKr");
+  EXPECT_EQ(file.metadata.at("ss_network_args"),
+            "{\"algo\": \"lokr\", \"factor\": \"4\", \"decompose_both\": \"True\", "
+            "\"conv_dim\": \"2\", \"conv_alpha\": \"1.0\"}");
+  // to_q 32 -> 32, factor 4: W1 [4, 4] (rank 2 is not below 4 / 2, so decompose_both keeps it
+  // full), W2 = lokr_w2_a [8, 2] @ lokr_w2_b [2, 8]; the 3x3 conv1 32 -> 32: lokr_w2_b [2, 72].
+  const std::string q = kToQ, c = kConv;
+  EXPECT_EQ(file.tensors.at(q + ".lokr_w1").sizes(), torch::IntArrayRef({4, 4}));
+  EXPECT_EQ(file.tensors.at(q + ".lokr_w2_a").sizes(), torch::IntArrayRef({8, 2}));
+  EXPECT_EQ(file.tensors.at(q + ".lokr_w2_b").sizes(), torch::IntArrayRef({2, 8}));
+  EXPECT_EQ(file.tensors.at(c + ".lokr_w2_b").sizes(), torch::IntArrayRef({2, 72}));
+  EXPECT_EQ(file.tensors.at(q + ".alpha").item<float>(), 1.0f);
+  EXPECT_EQ(file.tensors.count(q + ".lokr_w1_a"), 0u);
 }
 
 TEST_F(TinyLoHa, LoRAFileIntoLoHaNetworkHintsAtAlgo) {
@@ -181,6 +221,26 @@ TEST_F(TinyLoHa, LoRAFileIntoLoHaNetworkHintsAtAlgo) {
 }
 
 TEST(LoHaConfig, OptionsLoHaDoesNotTakeAreRefusedByKey) {
+  // LoKr's own options need algo lokr; dim_from_weights is refused with it.
+  try {
+    loha_config("  factor: 4\n");
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'network.factor': is a LyCORIS LoKr option: it "
+                                         "needs network.algo lokr"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    loha_config("  dim_from_weights: true\n  network_weights: /x.safetensors\n", "lokr");
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'network.dim_from_weights': not available with "
+                                         "network.algo lokr"),
+              std::string::npos)
+        << e.what();
+  }
+
   EXPECT_EQ(loha_config().network.algo, "loha");
   for (const char* extra : {"  rank_dropout: 0.1\n", "  network_dropout: 0.1\n",
                             "  loraplus_lr_ratio: 16\n", "  down_lr_weight: sine\n"}) {
@@ -196,7 +256,7 @@ TEST(LoHaConfig, OptionsLoHaDoesNotTakeAreRefusedByKey) {
     }
   }
   EXPECT_THROW(parse_job_config("model:\n  pretrained_model_name_or_path: /m/b.safetensors\n"
-                                "dataset:\n  train_data_dir: /d\nnetwork:\n  algo: lokr\n",
+                                "dataset:\n  train_data_dir: /d\nnetwork:\n  algo: oft\n",
                                 "t.yaml"),
                ConfigError);
 }
