@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <sstream>
 
 #include "common/config/job_config.h"
@@ -84,6 +85,68 @@ std::optional<std::string> read_arg(const OptimizerInfo& o, const std::string& a
     args.erase(kv->key);  // None: the reference's default
   } else {
     args[kv->key] = v->numbers;
+  }
+  return std::nullopt;
+}
+
+std::string num(double d) {
+  std::ostringstream os;
+  os << d;
+  return os.str();
+}
+
+// The values the references refuse in their constructors (or that would make NaN weights: a
+// schedule-free beta1 of 0 divides by 0 when the evaluation weights are formed).
+std::optional<std::string> check_ranges(const OptimizerChoice& o) {
+  const auto value = [&](const char* name) -> const std::vector<double>* {
+    auto it = o.args.find(name);
+    return it == o.args.end() ? nullptr : &it->second;
+  };
+  const auto bad = [&](const std::string& what, const std::string& expected) {
+    return "expected " + what + " " + expected + " for " + o.type + " (as its reference checks)";
+  };
+  if (const auto* b = value("betas")) {
+    const double hi = o.type == "Lion" ? 1.0 : std::nextafter(1.0, 0.0);
+    for (double x : *b) {
+      if (!(x >= 0 && x <= hi))
+        return bad("betas", "in [0, 1), got " + num((*b)[0]) + "," + num((*b)[1]));
+    }
+    if (o.schedule_free && (*b)[0] == 0) return bad("betas", "with beta1 > 0, got beta1 0");
+  }
+  if (const auto* b = value("beta1"); b && !((*b)[0] >= 0 && (*b)[0] < 1)) {
+    return bad("beta1", "in [0, 1), got " + num((*b)[0]));
+  }
+  if (const auto* e = value("eps"); e && o.type != "AdaFactor") {
+    if (!((*e)[0] > 0 || ((*e)[0] == 0 && o.type == "Prodigy"))) {
+      return bad("eps",
+                 std::string(o.type == "Prodigy" ? ">= 0" : "> 0") + ", got " + num((*e)[0]));
+    }
+  }
+  for (const char* name : {"weight_decay", "momentum", "dampening"}) {
+    if (const auto* v = value(name); v && !((*v)[0] >= 0))
+      return bad(name, ">= 0, got " + num((*v)[0]));
+  }
+  for (const char* name : {"d0", "d_coef", "growth_rate"}) {
+    if (const auto* v = value(name); v && !((*v)[0] > 0))
+      return bad(name, "> 0, got " + num((*v)[0]));
+  }
+  for (const char* name : {"slice_p", "warmup_steps"}) {
+    const auto* v = value(name);
+    const double lo = std::string(name) == "slice_p" ? 1 : 0;
+    if (v && !((*v)[0] >= lo && std::floor((*v)[0]) == (*v)[0])) {
+      return bad(name, "an integer >= " + num(lo) + ", got " + num((*v)[0]));
+    }
+  }
+  if (o.type == "SGDNesterov" ||
+      (o.type == "SGD" && value("nesterov") && (*value("nesterov"))[0] != 0)) {
+    const auto* m = value("momentum");
+    const auto* d = value("dampening");
+    const double momentum = m ? (*m)[0] : (o.type == "SGDNesterov" ? 0.9 : 0.0);
+    if (!(momentum > 0) || (d && (*d)[0] != 0)) {
+      return "Nesterov momentum needs momentum > 0 and dampening 0 (torch.optim.SGD refuses "
+             "others), got momentum " +
+             num(momentum) + ", dampening " + num(d ? (*d)[0] : 0.0);
+    }
   }
   return std::nullopt;
 }
@@ -180,6 +243,7 @@ const std::map<std::string, std::string>& refused_optimizers() {
 }
 
 std::optional<std::string> canonical_optimizer_type(const std::string& name) {
+  if (trim_blanks(name).empty()) return "AdamW";  // kohya: optimizer_type "" is AdamW
   auto it = aliases().find(lower(trim_blanks(name)));
   if (it == aliases().end()) return std::nullopt;
   return it->second;
@@ -190,7 +254,9 @@ std::pair<OptimizerChoice, std::optional<OptimizerKeyError>> read_optimizer(
   OptimizerChoice out;
   const auto type = canonical_optimizer_type(t.optimizer_type);
   if (!type) {
-    auto refused = refused_optimizers().find(lower(trim_blanks(t.optimizer_type)));
+    std::string key = lower(trim_blanks(t.optimizer_type));
+    if (key.rfind("bitsandbytes.optim.", 0) == 0) key = key.substr(19);  // kohya's class path
+    auto refused = refused_optimizers().find(key);
     const std::string why =
         refused != refused_optimizers().end()
             ? refused->second
@@ -217,7 +283,57 @@ std::pair<OptimizerChoice, std::optional<OptimizerKeyError>> read_optimizer(
     out.relative_step = out.args["relative_step"][0] != 0;
   }
   out.schedule_free = out.type == "AdamWScheduleFree";
+  if (auto problem = check_ranges(out)) {
+    return {out, OptimizerKeyError{"optimizer_args", *problem}};
+  }
   return {out, std::nullopt};
+}
+
+std::optional<std::string> kohya_ss_optimizer(const TrainingSection& t) {
+  const auto [choice, error] = read_optimizer(t);
+  if (error || (choice.type == "AdamW" && t.optimizer_args.empty())) return std::nullopt;
+  static const std::map<std::string, std::string> classes = {
+      {"AdamW", "torch.optim.adamw.AdamW"},
+      {"Lion", "lion_pytorch.lion_pytorch.Lion"},
+      {"SGDNesterov", "torch.optim.sgd.SGD"},
+      {"SGD", "torch.optim.sgd.SGD"},
+      {"AdaFactor", "transformers.optimization.Adafactor"},
+      {"Prodigy", "prodigyopt.prodigy.Prodigy"},
+      {"DAdaptAdam", "dadaptation.dadapt_adam.DAdaptAdam"},
+      {"AdamWScheduleFree", "schedulefree.adamw_schedulefree.AdamWScheduleFree"}};
+  // kohya joins f"{k}={v}" of the literal_eval'd arguments: a tuple reads "(a, b)".
+  std::vector<std::string> args;
+  bool has_momentum = false, has_relative_step = false;
+  for (const std::string& arg : t.optimizer_args) {
+    const auto kv = split_kohya_arg(arg);
+    if (!kv) continue;
+    const auto v = parse_py_literal(kv->value);
+    std::string text = kv->value;
+    if (v && v->kind == PyLiteral::Kind::Numbers) {
+      std::string part, joined;
+      std::string body = kv->value;
+      for (char ch : std::string("()[]"))
+        body.erase(std::remove(body.begin(), body.end(), ch), body.end());
+      std::stringstream parts(body);
+      while (std::getline(parts, part, ',')) {
+        if (!trim_blanks(part).empty()) joined += (joined.empty() ? "" : ", ") + trim_blanks(part);
+      }
+      text = "(" + joined + ")";
+    }
+    has_momentum = has_momentum || kv->key == "momentum";
+    has_relative_step = has_relative_step || kv->key == "relative_step";
+    args.push_back(kv->key + "=" + text);
+  }
+  if (choice.type == "SGDNesterov" && !has_momentum) args.push_back("momentum=0.9");
+  if (choice.type == "AdaFactor" && !has_relative_step) args.push_back("relative_step=True");
+  std::string joined;
+  for (const auto& a : args) joined += (joined.empty() ? "" : ",") + a;
+  return classes.at(choice.type) + (joined.empty() ? "" : "(" + joined + ")");
+}
+
+std::string kohya_ss_lr_scheduler(const TrainingSection& t, const std::string& lr_text) {
+  const auto [choice, error] = read_optimizer(t);
+  return !error && choice.relative_step ? "adafactor:" + lr_text : t.lr_scheduler;
 }
 
 std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
@@ -258,20 +374,45 @@ std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
       os << choice.type << " needs one lr for every trained part, or 0 (" << choice.type
          << " raises otherwise); got "
          << (loraplus ? std::string("LoRA+ ratios")
-                      : "unet_lr " + std::to_string(unet) + " and text_encoder_lr " +
-                            std::to_string(te));
+                      : "unet_lr " + num(unet) + " and text_encoder_lr " + num(te));
       return OptimizerKeyError{"optimizer_type", os.str()};
     }
-    if (t.learning_rate <= 0.1) {
-      warn("learning_rate", "is low for " + choice.type +
-                                ", which scales it by its own estimate d: 1.0 is the usual "
-                                "setting (as kohya warns)");
+    // kohya tests the first parameter group's lr: the UNet's, or the text encoders'.
+    const double lr = n.trains_unet() ? unet : te;
+    if (lr <= 0.1) {
+      warn(n.trains_unet() && n.unet_lr ? "network.unet_lr" : "learning_rate",
+           "the lr " + num(lr) + " is low for " + choice.type +
+               ", which scales it by its own estimate d: 1.0 is the usual setting (as kohya "
+               "warns)");
     }
   }
-  if (choice.relative_step && t.lr_scheduler != "adafactor") {
-    warn("lr_scheduler", "'" + t.lr_scheduler +
-                             "' is replaced by 'adafactor' (kohya: AdaFactor's relative_step "
-                             "computes its own lr; set relative_step=False to schedule it)");
+  if (choice.relative_step) {
+    // kohya: "adafactor does not require num_warmup_steps"; its relative step has its own.
+    if (t.lr_warmup_steps.steps > 0 || t.lr_warmup_steps.ratio.value_or(0) > 0) {
+      return OptimizerKeyError{"lr_warmup_steps",
+                               "expected 0 with AdaFactor's relative_step (its lr warms up by "
+                               "itself; kohya refuses a warmup for the adafactor schedule), "
+                               "got " +
+                                   t.lr_warmup_steps.text()};
+    }
+    if (t.lr_scheduler != "adafactor") {
+      warn("lr_scheduler", "'" + t.lr_scheduler +
+                               "' is replaced by 'adafactor' (kohya: AdaFactor's relative_step "
+                               "computes its own lr; set relative_step=False and no "
+                               "warmup_init to schedule it)");
+    }
+    if (n.unet_lr || n.text_encoder_lr || n.loraplus_lr_ratio || n.loraplus_unet_lr_ratio ||
+        n.loraplus_text_encoder_lr_ratio) {
+      warn("optimizer_type",
+           "AdaFactor's relative_step ignores network.unet_lr, "
+           "text_encoder_lr and the LoRA+ ratios: every parameter steps "
+           "with its own relative lr (as kohya warns)");
+    }
+  } else if (choice.type == "AdaFactor" && t.lr_scheduler == "adafactor") {
+    return OptimizerKeyError{"lr_scheduler",
+                             "'adafactor' reports the lr of AdaFactor's relative_step, which "
+                             "optimizer_args turn off: choose another schedule "
+                             "(constant_with_warmup is kohya's suggestion)"};
   }
   if (choice.schedule_free && (t.lr_scheduler != "constant" || t.lr_warmup_steps.steps > 0 ||
                                t.lr_warmup_steps.ratio.value_or(0) > 0)) {

@@ -53,6 +53,16 @@ struct OptimizerKeyError {
 std::pair<OptimizerChoice, std::optional<OptimizerKeyError>> read_optimizer(
     const TrainingSection& t);
 
+// kohya's ss_optimizer metadata ("<module>.<class>(<optimizer_args>)", as train_util
+// get_optimizer builds it, e.g. "prodigyopt.prodigy.Prodigy(d_coef=2,decouple=True)"), for a
+// non-AdamW optimizer or AdamW with optimizer_args; std::nullopt for plain AdamW (the LoRA
+// file writes its adam_* keys then). kohya's own defaults it adds to the arguments are in:
+// SGDNesterov's momentum=0.9, AdaFactor's relative_step=True.
+std::optional<std::string> kohya_ss_optimizer(const TrainingSection& t);
+// kohya's ss_lr_scheduler: "adafactor:<learning_rate>" when AdaFactor's relative_step replaces
+// the schedule (kohya rewrites args.lr_scheduler so), else lr_scheduler.
+std::string kohya_ss_lr_scheduler(const TrainingSection& t, const std::string& lr_text);
+
 // The rules across keys, as kohya's get_optimizer / get_scheduler_fix: Prodigy and DAdaptAdam
 // need one lr for every trained part (prodigyopt / dadaptation raise otherwise), and kohya's
 // warnings (a D-Adaptation lr below 0.1, a schedule that AdaFactor's relative_step or

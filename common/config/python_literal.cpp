@@ -63,7 +63,9 @@ std::optional<PyLiteral> parse_py_literal(const std::string& value) {
     out.text = unquoted(v);
     return out;
   }
-  const bool parenthesized = v.front() == '(' && v.back() == ')';
+  // A tuple "(a, b)" or a list "[a, b]" (kohya's literal_eval takes either), or "a,b".
+  const bool parenthesized =
+      (v.front() == '(' && v.back() == ')') || (v.front() == '[' && v.back() == ']');
   if (parenthesized || v.find(',') != std::string::npos) {
     if (parenthesized) v = v.substr(1, v.size() - 2);
     out.kind = PyLiteral::Kind::Numbers;

@@ -7,6 +7,8 @@
 #include "common/config/optimizer_keys.h"
 #include "common/config/python_literal.h"
 
+#include <cmath>
+
 namespace lf {
 namespace {
 
@@ -117,7 +119,64 @@ TEST(OptimizerKeys, RefusalsNameTheKeyTheArgumentAndWhy) {
             std::string::npos);
 }
 
+TEST(OptimizerKeys, ValuesTheReferencesRefuseAreRefusedAtConfigTime) {
+  EXPECT_EQ(error_of(job("  optimizer_type: AdamWScheduleFree\n  lr_scheduler: constant\n"
+                         "  optimizer_args: [\"betas=0,0.999\"]\n")),
+            "job.yaml:8: key 'training.optimizer_args': expected betas with beta1 > 0, got beta1 "
+            "0 for AdamWScheduleFree (as its reference checks)");
+  EXPECT_NE(error_of(job("  learning_rate: 1.0\n  optimizer_type: Prodigy\n"
+                         "  optimizer_args: [\"d0=0\"]\n"))
+                .find("expected d0 > 0, got 0 for Prodigy"),
+            std::string::npos);
+  EXPECT_NE(error_of(job("  learning_rate: 1.0\n  optimizer_type: Prodigy\n"
+                         "  optimizer_args: [\"betas=1.5,0.999\"]\n"))
+                .find("expected betas in [0, 1), got 1.5,0.999"),
+            std::string::npos);
+  EXPECT_NE(error_of(job("  learning_rate: 1.0\n  optimizer_type: Prodigy\n"
+                         "  optimizer_args: [\"slice_p=1.5\"]\n"))
+                .find("expected slice_p an integer >= 1, got 1.5"),
+            std::string::npos);
+  EXPECT_NE(error_of(job("  optimizer_type: SGDNesterov\n  optimizer_args: [\"momentum=0\"]\n"))
+                .find("key 'training.optimizer_args': Nesterov momentum needs momentum > 0 and "
+                      "dampening 0"),
+            std::string::npos);
+  // kohya's spellings: "" is AdamW, a list is a tuple, bitsandbytes' class path its reason.
+  EXPECT_EQ(choice_of("  optimizer_type: \"\"\n").type, "AdamW");
+  EXPECT_EQ(choice_of("  optimizer_type: Lion\n  optimizer_args: [\"betas=[0.95, 0.98]\"]\n")
+                .args.at("betas"),
+            (std::vector<double>{0.95, 0.98}));
+  EXPECT_NE(error_of(job("  optimizer_type: bitsandbytes.optim.AdamW8bit\n"))
+                .find("bitsandbytes' 8-bit and paged optimizers are not implemented"),
+            std::string::npos);
+}
+
+TEST(OptimizerKeys, KohyasMetadataNamesTheOptimizerAndItsArguments) {
+  auto training_of = [](const std::string& keys) {
+    return parse_job_config(job(keys), "job.yaml").training;
+  };
+  EXPECT_FALSE(kohya_ss_optimizer(training_of("")));  // plain AdamW: its adam_* keys
+  EXPECT_EQ(kohya_ss_optimizer(training_of("  learning_rate: 1.0\n  optimizer_type: prodigy\n"
+                                           "  optimizer_args: [\"d_coef=2\", \"betas=0.9,0.99\", "
+                                           "\"decouple=True\"]\n")),
+            "prodigyopt.prodigy.Prodigy(d_coef=2,betas=(0.9, 0.99),decouple=True)");
+  EXPECT_EQ(kohya_ss_optimizer(training_of("  optimizer_type: SGDNesterov\n")),
+            "torch.optim.sgd.SGD(momentum=0.9)");
+  const TrainingSection ada = training_of("  optimizer_type: AdaFactor\n  learning_rate: 0.0001\n");
+  EXPECT_EQ(kohya_ss_optimizer(ada), "transformers.optimization.Adafactor(relative_step=True)");
+  EXPECT_EQ(kohya_ss_lr_scheduler(ada, "0.0001"), "adafactor:0.0001");
+  EXPECT_EQ(kohya_ss_lr_scheduler(training_of(""), "0.0001"), "cosine");
+}
+
 TEST(OptimizerKeys, KohyasRulesAcrossKeys) {
+  // AdaFactor's relative_step: no warmup (kohya raises), and 'adafactor' needs it.
+  EXPECT_NE(error_of(job("  optimizer_type: AdaFactor\n  lr_warmup_steps: 10\n"))
+                .find("key 'training.lr_warmup_steps': expected 0 with AdaFactor's relative_step"),
+            std::string::npos);
+  EXPECT_NE(error_of(job("  optimizer_type: AdaFactor\n  lr_scheduler: adafactor\n"
+                         "  optimizer_args: [\"relative_step=False\"]\n"))
+                .find("'adafactor' reports the lr of AdaFactor's relative_step, which "
+                      "optimizer_args turn off"),
+            std::string::npos);
   // prodigyopt / dadaptation raise for two different group lrs.
   EXPECT_NE(error_of(job("  learning_rate: 1.0\n  optimizer_type: Prodigy\n",
                          "  unet_lr: 1.0\n  text_encoder_lr: 0.5\n"))
@@ -141,9 +200,16 @@ TEST(OptimizerKeys, KohyasRulesAcrossKeys) {
   // kohya's warnings.
   const JobConfig low = parse_job_config(job("  optimizer_type: Prodigy\n"), "job.yaml");
   ASSERT_EQ(low.dataset_warnings.size(), 1u);
-  EXPECT_NE(low.dataset_warnings[0].find("'training.learning_rate': is low for Prodigy"),
+  EXPECT_NE(low.dataset_warnings[0].find("'training.learning_rate': the lr 0.0001 is low for "
+                                         "Prodigy"),
             std::string::npos);
-  const JobConfig ada = parse_job_config(job("  optimizer_type: AdaFactor\n"), "job.yaml");
+  // kohya tests the first group's lr: unet_lr 1 is not low.
+  EXPECT_TRUE(parse_job_config(
+                  job("  optimizer_type: Prodigy\n", "  unet_lr: 1.0\n  text_encoder_lr: 1.0\n"),
+                  "job.yaml")
+                  .dataset_warnings.empty());
+  const JobConfig ada =
+      parse_job_config(job("  optimizer_type: AdaFactor\n  lr_warmup_steps: 0\n"), "job.yaml");
   ASSERT_EQ(ada.dataset_warnings.size(), 1u);
   EXPECT_NE(ada.dataset_warnings[0].find("'cosine' is replaced by 'adafactor'"), std::string::npos);
   const JobConfig sf = parse_job_config(job("  optimizer_type: AdamWScheduleFree\n"), "job.yaml");

@@ -1,6 +1,8 @@
 // kohya LoRA file writer (see header).
 #include "worker/io/lora_file.h"
 
+#include "common/config/optimizer_keys.h"
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -144,9 +146,9 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_steps"] = std::to_string(f.steps);
   m["ss_max_train_steps"] = std::to_string(f.max_train_steps);
   m["ss_lr_warmup_steps"] = tr.lr_warmup_steps.text();  // as given, as kohya writes it
-  m["ss_lr_scheduler"] = tr.lr_scheduler;
+  m["ss_lr_scheduler"] = kohya_ss_lr_scheduler(tr, py_float(tr.learning_rate));
   // LyCORIS's kohya entry point writes "lycoris.kohya" and its algo among the network_args.
-  const bool lycoris = c.network.algo != "lora";
+  const bool lycoris = c.network.algo != "lora" || c.network.dora_wd;
   m["ss_network_module"] = lycoris ? "lycoris.kohya" : "networks.lora";
   m["ss_network_dim"] = std::to_string(c.network.network_dim);
   m["ss_network_alpha"] = py_float(c.network.network_alpha);
@@ -156,6 +158,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   if (lycoris) network_args.emplace_back("algo", c.network.algo);
   if (c.network.factor != -1) network_args.emplace_back("factor", std::to_string(c.network.factor));
   if (c.network.decompose_both) network_args.emplace_back("decompose_both", "True");
+  if (c.network.dora_wd) network_args.emplace_back("dora_wd", "True");
   if (c.network.conv_dim > 0) {
     network_args.emplace_back("conv_dim", std::to_string(c.network.conv_dim));
     network_args.emplace_back("conv_alpha", py_float(c.network.conv_alpha));
@@ -198,9 +201,10 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_gradient_checkpointing"] = py_bool(tr.gradient_checkpointing);
   m["ss_fp8_base"] = py_bool(c.model.fp8_base);
   m["ss_gradient_accumulation_steps"] = std::to_string(tr.gradient_accumulation_steps);
-  m["ss_optimizer"] = "torch.optim.adamw.AdamW(weight_decay=" + py_float(tr.adam_weight_decay) +
-                      ",betas=(" + py_float(tr.adam_beta1) + ", " + py_float(tr.adam_beta2) +
-                      "),eps=" + py_float(tr.adam_epsilon) + ")";
+  m["ss_optimizer"] = kohya_ss_optimizer(tr).value_or(
+      "torch.optim.adamw.AdamW(weight_decay=" + py_float(tr.adam_weight_decay) + ",betas=(" +
+      py_float(tr.adam_beta1) + ", " + py_float(tr.adam_beta2) +
+      "),eps=" + py_float(tr.adam_epsilon) + ")");
   m["ss_max_grad_norm"] = py_float(tr.max_grad_norm);
   m["ss_prior_loss_weight"] = py_float(tr.prior_loss_weight);
   m["ss_sd_model_name"] = basename_of(c.model.pretrained_model_name_or_path);

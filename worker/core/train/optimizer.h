@@ -25,7 +25,8 @@ class LoRAOptimizer {
 
   // One optimizer step: parameter i moves with lr x multiplier i (a multiplier of 0 leaves it
   // frozen for the lr-free parts of the algorithm too, as a torch param group with lr 0).
-  // Parameters without a grad are skipped, as torch optimizers skip p.grad None. Half params
+  // Parameters without a grad are skipped (the worker's all-reduce gives every parameter one;
+  // a skipped parameter still counts the step, unlike torch's per-parameter count). Half params
   // are copied to float32, stepped there with float32 state, and rounded back once.
   void step(double lr);
   // Resets every parameter's grad to undefined (set_to_none, like torch's default); grads may
