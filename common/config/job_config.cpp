@@ -140,7 +140,8 @@ void validate_algo(const Parser& p, const JobConfig& c) {
     p.fail_key(p.line_for("network.factor"), "network.factor",
                "expected -1 or a factor >= 1, got 0");
   }
-  if (n.algo == "lora") return;
+  if (n.algo == "lora" && !n.dora_wd) return;
+  const std::string what = n.dora_wd ? "network.dora_wd" : "network.algo " + n.algo;
   const std::pair<const char*, bool> refused[] = {
       {"network.network_dropout", n.network_dropout.has_value()},
       {"network.rank_dropout", n.rank_dropout.has_value()},
@@ -157,7 +158,7 @@ void validate_algo(const Parser& p, const JobConfig& c) {
   for (const auto& [key, set] : refused) {
     if (set) {
       p.fail_key(p.line_for(key), key,
-                 "not available with network.algo " + n.algo +
+                 "not available with " + what +
                      (std::string(key) == "network.dim_from_weights" ? " (give network_dim, factor "
                                                                        "and decompose_both)"
                                                                      : " (networks.lora only)"));

@@ -117,7 +117,9 @@
   KEY(int, factor, -1, KeyRule::at_least(-1).note("-1 = the most balanced split"),               \
       "LyCORIS LoKr factor: the size of the Kronecker product's first factor")                   \
   KEY(bool, decompose_both, false, KeyRule::any(),                                               \
-      "LyCORIS LoKr decompose_both: the first Kronecker factor low-rank too")
+      "LyCORIS LoKr decompose_both: the first Kronecker factor low-rank too")                    \
+  KEY(bool, dora_wd, false, KeyRule::any(),                                                      \
+      "LyCORIS dora_wd: DoRA weight decomposition, a trained magnitude per output row")
 
 // training: kohya train_network.py's training arguments.
 #define LF_TRAINING_KEYS(KEY)                                                                      \

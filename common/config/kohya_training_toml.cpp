@@ -405,6 +405,7 @@ class KohyaToml {
                   "); the network keys are: " + known);
     }
     if (k == "algo") algo_ = std::make_pair(a, v);
+    if (k == "dora_wd" && (v == "True" || v == "true")) dora_ = a;
     set_key(a, "network." + k, network_value(key->kind, v));
   }
 
@@ -424,6 +425,9 @@ class KohyaToml {
       fail(algo_->first, "algo=" + algo_->second +
                              " is a LyCORIS algorithm: it needs network_module = "
                              "\"lycoris.kohya\"");
+    }
+    if (!lycoris && dora_) {  // kohya's networks.lora ignores it
+      fail(*dora_, "dora_wd is a LyCORIS option: it needs network_module = \"lycoris.kohya\"");
     }
   }
 
@@ -468,6 +472,7 @@ class KohyaToml {
   std::vector<std::string>* warnings_;
   std::optional<std::pair<TomlArg, std::string>> network_module_;  // and the module given
   std::optional<std::pair<TomlArg, std::string>> algo_;            // network_args' algo=...
+  std::optional<TomlArg> dora_;                                    // network_args' dora_wd=True
 };
 
 // Every mapping and list of `node` in flow style, so that it is emitted on one line.

@@ -457,6 +457,12 @@ TEST_F(KohyaTrainingToml, LycorisModuleWithAlgoLoHaOrLoKr) {
   EXPECT_EQ(error_of(minimal("network_args = [\"algo=loha\"]\n")),
             "train.toml:4: kohya argument 'network_args': algo=loha is a LyCORIS algorithm: it "
             "needs network_module = \"lycoris.kohya\"");
+  EXPECT_EQ(error_of(minimal("network_args = [\"dora_wd=True\"]\n")),
+            "train.toml:4: kohya argument 'network_args': dora_wd is a LyCORIS option: it needs "
+            "network_module = \"lycoris.kohya\"");
+  EXPECT_TRUE(from_toml(minimal("network_module = \"lycoris.kohya\"\n"
+                                "network_args = [\"algo=loha\", \"dora_wd=True\"]\n"))
+                  .network.dora_wd);
   EXPECT_NE(error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=oft\"]\n"))
                 .find("network.algo"),
             std::string::npos);

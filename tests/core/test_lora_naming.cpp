@@ -420,7 +420,6 @@ TEST(LoRAVariants, RefusedVariantsNameTheVariantAndTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"lora_unet_down_blocks_0_attentions_0_proj_in.hada_t1", "LoHa with a Tucker"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.lokr_t2", "LoKr with a Tucker"},
-      {"lora_unet_down_blocks_0_attentions_0_proj_in.dora_scale", "DoRA"},
       {"unet.down_blocks.0.attentions.0.proj_in.lora_magnitude_vector.default", "DoRA"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.lora_mid.weight", "Tucker/CP"},
       {"lora_unet_down_blocks_0_attentions_0_proj_in.diff", "full weight differences"},

@@ -472,7 +472,7 @@ TEST_F(TinyLoRA, LoadWeightsRefusesUnmatchedKeysAndOtherFamilies) {
         << e.what();
   }
   // Refused variants propagate from the normaliser.
-  EXPECT_THROW(lora->load_weights({{"lora_unet_x.dora_scale", torch::zeros({2, 2})}}),
+  EXPECT_THROW(lora->load_weights({{"lora_unet_x.lora_mid.weight", torch::zeros({2, 2})}}),
                std::runtime_error);
 }
 

@@ -22,13 +22,21 @@ them), then every factor is redrawn non-zero:
                (both halves full: LyCORIS's scale 1);
   conv1:       Conv2d(6, 8, 1) (SD1 proj_in), rank 1, alpha 0.5: lokr_w1, lokr_w2_a/_b.
 
+--algo dora: LyCORIS dora_wd (weight_decompose, wd_on_output) on LoConModule (LyCORIS's algo
+lora, kohya lora_down / lora_up keys) and LohaModule, dora_scale the layer's row norms times
+(1 + N(0, 0.1^2)) so the magnitude differs from the merged weight's:
+  locon_linear: Linear(16, 12), rank 4, alpha 2, multiplier 1;
+  locon_conv3:  Conv2d(6, 8, 3, stride=2, padding=1), rank 2, alpha 1.5, multiplier 0.75 (the
+                multiplier blend of weight_decompose);
+  loha_linear:  Linear(16, 12), LoHa rank 4, alpha 2.
+
 Writes one safetensors file; per case <case>.weight / .bias (the layer), <case>.x (input),
 <case>.y (LyCORIS's output), and the adapter as the file stores it:
 <case>.lora.<lora_name>.hada_w1_a / hada_w1_b / hada_w2_a / hada_w2_b / alpha. Metadata:
 "cases" JSON [{case, lora_name, kind, stride, padding, multiplier (, rank, factor,
 decompose_both)}], lycoris-lora's version.
 
-Usage: make_lycoris_fixture.py --algo loha|lokr --output lycoris_<algo>.safetensors
+Usage: make_lycoris_fixture.py --algo loha|lokr|dora --output lycoris_<algo>.safetensors
 Needs: torch, lycoris-lora, safetensors.
 """
 import argparse
@@ -37,6 +45,7 @@ import json
 
 import torch
 import torch.nn as nn
+from lycoris.modules.locon import LoConModule
 from lycoris.modules.loha import LohaModule
 from lycoris.modules.lokr import LokrModule
 from safetensors.torch import save_file
@@ -68,6 +77,33 @@ LOKR_CASES = [
 ]
 
 
+# (case, kohya lora_name, layer factory, input shape, rank, alpha, multiplier, module class)
+DORA_CASES = [
+    ("locon_linear", "lora_te_text_model_encoder_layers_0_self_attn_q_proj",
+     lambda: nn.Linear(16, 12), (3, 5, 16), 4, 2.0, 1.0, "locon"),
+    ("locon_conv3", "lora_unet_down_blocks_0_downsamplers_0_conv",
+     lambda: nn.Conv2d(6, 8, 3, stride=2, padding=1), (2, 6, 7, 7), 2, 1.5, 0.75, "locon"),
+    ("loha_linear", "lora_te_text_model_encoder_layers_0_self_attn_k_proj",
+     lambda: nn.Linear(16, 12), (3, 5, 16), 4, 2.0, 1.0, "loha"),
+]
+
+
+def dora_state(name, layer, rank, alpha, kind, gen):
+    """The module's own keys with weight_decompose, every tensor redrawn (dora_scale near the
+    row norms)."""
+    cls = LoConModule if kind == "locon" else LohaModule
+    module = cls(name, layer, 1.0, rank, alpha, weight_decompose=True)
+    sd = {}
+    for k, v in module.state_dict().items():
+        if k == "alpha":
+            sd[f"{name}.alpha"] = torch.tensor(alpha)
+        elif k == "dora_scale":
+            sd[f"{name}.{k}"] = v.detach() * (1 + 0.1 * torch.randn(v.shape, generator=gen))
+        else:
+            sd[f"{name}.{k}"] = torch.randn(v.shape, generator=gen) * 0.3
+    return sd, cls
+
+
 def loha_state(name, layer, rank, alpha, gen):
     out_dim = layer.weight.shape[0]
     fan_in = layer.weight[0].numel()
@@ -95,13 +131,13 @@ def lokr_state(name, layer, rank, alpha, factor, decompose_both, gen):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--algo", choices=["loha", "lokr"], default="loha")
+    ap.add_argument("--algo", choices=["loha", "lokr", "dora"], default="loha")
     ap.add_argument("--output", required=True)
     args = ap.parse_args()
     gen = torch.Generator().manual_seed(20261202)
     out, cases = {}, []
     module_class = LohaModule if args.algo == "loha" else LokrModule
-    all_cases = CASES if args.algo == "loha" else LOKR_CASES
+    all_cases = {"loha": CASES, "lokr": LOKR_CASES, "dora": DORA_CASES}[args.algo]
     for case, name, make, x_shape, rank, alpha, multiplier, *lokr in all_cases:
         layer = make()
         with torch.no_grad():
@@ -109,6 +145,9 @@ def main():
             layer.bias.copy_(torch.randn(layer.bias.shape, generator=gen) * 0.1)
         if args.algo == "loha":
             sd = loha_state(name, layer, rank, alpha, gen)
+        elif args.algo == "dora":
+            sd, module_class = dora_state(name, layer, rank, alpha, lokr[0], gen)
+            lokr = []
         else:
             sd = lokr_state(name, layer, rank, alpha, lokr[0], lokr[1], gen)
         x = torch.randn(x_shape, generator=gen)

@@ -83,8 +83,8 @@ nice "${PY}" "${ORACLE}/make_loss_fixture.py" --output "${TMP}/loss_recipe.safet
 install_fixture "${TMP}/loss_recipe.safetensors" "${OUT}/loss_recipe.safetensors"
 nice "${PY}" "${ORACLE}/make_optimizer_fixture.py" --output "${TMP}/optimizers.safetensors"
 install_fixture "${TMP}/optimizers.safetensors" "${OUT}/optimizers.safetensors"
-# LyCORIS adapters: lycoris-lora's loader and forward on fixed LoHa / LoKr weights.
-for algo in loha lokr; do
+# LyCORIS adapters: lycoris-lora's loader and forward on fixed LoHa / LoKr / DoRA weights.
+for algo in loha lokr dora; do
   nice "${PY}" "${ORACLE}/make_lycoris_fixture.py" --algo "${algo}" \
     --output "${TMP}/lycoris_${algo}.safetensors"
   install_fixture "${TMP}/lycoris_${algo}.safetensors" "${OUT}/lycoris_${algo}.safetensors"

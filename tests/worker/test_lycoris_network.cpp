@@ -39,9 +39,10 @@ JobConfig loha_config(const std::string& extra = "", const std::string& algo = "
 
 // LoHa: rank 4 / alpha 2, LoCon rank 2 / alpha 1. LoKr: rank 2 / alpha 1 (rank 4 would make the
 // tiny model's 32-wide layers full on both halves), factor 4, decompose_both.
-LoRANetworkOptions lycoris_options(LoRAAlgo algo) {
+LoRANetworkOptions lycoris_options(LoRAAlgo algo, bool dora = false) {
   LoRANetworkOptions o;
   o.algo = algo;
+  o.dora_wd = dora;
   o.network_dim = algo == LoRAAlgo::kLoKr ? 2 : 4;
   o.network_alpha = algo == LoRAAlgo::kLoKr ? 1.0 : 2.0;
   o.conv_dim = 2;
@@ -67,15 +68,16 @@ class TinyLoHa : public ::testing::Test {
     context_ = torch::randn({2, 7, 64}, gen);
     target_ = torch::randn({2, 4, 8, 8}, gen);
   }
-  std::unique_ptr<LoRANetwork> make(uint64_t seed, LoRAAlgo algo = LoRAAlgo::kLoHa) {
+  std::unique_ptr<LoRANetwork> make(uint64_t seed, LoRAAlgo algo = LoRAAlgo::kLoHa,
+                                    bool dora = false) {
     at::Generator gen = make_cpu_generator(seed);
     return std::make_unique<LoRANetwork>(unet_, unet_lora_naming(unet_, false),
                                          std::vector<LoRATextEncoderTarget>{},
-                                         lycoris_options(algo), gen);
+                                         lycoris_options(algo, dora), gen);
   }
   // Trains, saves with `config`'s metadata and reloads a network of `algo`; returns the file.
   LoadedTensors train_save_reload(LoRAAlgo algo, const JobConfig& config,
-                                  const std::string& variant);
+                                  const std::string& variant, bool dora = false);
   torch::Tensor run() { return unet_->forward(x_, torch::tensor({10, 981}), context_); }
   UNetModel unet_;
   torch::Tensor x_, context_, target_;
@@ -111,8 +113,8 @@ TEST_F(TinyLoHa, InitIsLycorisLohaModulesAndStartsAsTheBase) {
 }
 
 LoadedTensors TinyLoHa::train_save_reload(LoRAAlgo algo, const JobConfig& config,
-                                          const std::string& variant) {
-  auto lora = make(3, algo);
+                                          const std::string& variant, bool dora) {
+  auto lora = make(3, algo, dora);
   std::map<std::string, torch::Tensor> before;
   for (const auto& [k, v] : lora->state_dict()) before[k] = v.clone();
   std::vector<double> losses;
@@ -157,7 +159,7 @@ LoadedTensors TinyLoHa::train_save_reload(LoRAAlgo algo, const JobConfig& config
     y_trained = run();
   }
   lora.reset();
-  auto reloaded = make(99, algo);
+  auto reloaded = make(99, algo, dora);
   const LoRALoadReport report = load_network_weights(*reloaded, path);
   EXPECT_EQ(report.loaded_modules, 84u + 31u);
   EXPECT_TRUE(report.missing_modules.empty());
@@ -204,6 +206,28 @@ TEST_F(TinyLoHa, LoKrTrainsSavesAndReloadsAsNetworkWeights) {
   EXPECT_EQ(file.tensors.at(c + ".lokr_w2_b").sizes(), torch::IntArrayRef({2, 72}));
   EXPECT_EQ(file.tensors.at(q + ".alpha").item<float>(), 1.0f);
   EXPECT_EQ(file.tensors.count(q + ".lokr_w1_a"), 0u);
+}
+
+// DoRA (dora_wd) on plain LoRA modules: dora_scale starts at the layer's row norms, trains,
+// and is saved / reloaded beside lora_down / lora_up.
+TEST_F(TinyLoHa, DoRATrainsSavesAndReloadsAsNetworkWeights) {
+  {
+    auto fresh = make(3, LoRAAlgo::kLoRA, /*dora=*/true);
+    const auto sd = fresh->state_dict();
+    auto layer = unet_->named_modules()["input_blocks.1.1.transformer_blocks.0.attn1.to_q"]
+                     ->as<LoRACompatibleLinearImpl>();
+    const torch::Tensor norms = layer->weight().norm(2, {1}).reshape({-1, 1});
+    EXPECT_TRUE(torch::allclose(sd.at(std::string(kToQ) + ".dora_scale"), norms, 0, 0));
+    EXPECT_EQ(sd.at(std::string(kConv) + ".dora_scale").sizes(), torch::IntArrayRef({32, 1, 1, 1}));
+  }
+  const LoadedTensors file = train_save_reload(
+      LoRAAlgo::kLoRA, loha_config("  dora_wd: true\n", "lora"), "LyCORIS DoRA, kohya",
+      /*dora=*/true);
+  EXPECT_EQ(file.metadata.at("ss_network_args"),
+            "{\"algo\": \"lora\", \"dora_wd\": \"True\", \"conv_dim\": \"2\", "
+            "\"conv_alpha\": \"1.0\"}");
+  EXPECT_EQ(file.tensors.count(std::string(kToQ) + ".dora_scale"), 1u);
+  EXPECT_EQ(file.tensors.count(std::string(kToQ) + ".lora_up.weight"), 1u);
 }
 
 TEST_F(TinyLoHa, LoRAFileIntoLoHaNetworkHintsAtAlgo) {

@@ -34,6 +34,7 @@ LoRANetworkSetup lora_network_setup(const JobConfig& config, SDModels& models) {
                                 : LoRAAlgo::kLoRA;
   o.lokr_factor = net.factor;
   o.decompose_both = net.decompose_both;
+  o.dora_wd = net.dora_wd;
   o.network_dim = net.network_dim;
   o.network_alpha = net.network_alpha;
   o.conv_dim = net.conv_dim;

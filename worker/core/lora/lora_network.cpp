@@ -253,10 +253,12 @@ LoHaFactors init_loha(int64_t out, int64_t fan_in, int64_t r, at::Generator& gen
 
 std::vector<std::pair<std::string, torch::Tensor*>> LoRANetwork::adapter_tensors(LoRAAdapter& a) {
   if (a.loha.defined()) {
-    return {{".hada_w1_a", &a.loha.w1_a},
-            {".hada_w1_b", &a.loha.w1_b},
-            {".hada_w2_a", &a.loha.w2_a},
-            {".hada_w2_b", &a.loha.w2_b}};
+    std::vector<std::pair<std::string, torch::Tensor*>> parts = {{".hada_w1_a", &a.loha.w1_a},
+                                                                 {".hada_w1_b", &a.loha.w1_b},
+                                                                 {".hada_w2_a", &a.loha.w2_a},
+                                                                 {".hada_w2_b", &a.loha.w2_b}};
+    if (a.dora_scale.defined()) parts.emplace_back(".dora_scale", &a.dora_scale);
+    return parts;
   }
   if (a.lokr.defined()) {
     std::vector<std::pair<std::string, torch::Tensor*>> parts;
@@ -266,9 +268,13 @@ std::vector<std::pair<std::string, torch::Tensor*>> LoRANetwork::adapter_tensors
     for (const auto& [suffix, t] : all) {
       if (t->defined()) parts.emplace_back(suffix, t);
     }
+    if (a.dora_scale.defined()) parts.emplace_back(".dora_scale", &a.dora_scale);
     return parts;
   }
-  return {{".lora_down.weight", &a.down}, {".lora_up.weight", &a.up}};
+  std::vector<std::pair<std::string, torch::Tensor*>> parts = {{".lora_down.weight", &a.down},
+                                                               {".lora_up.weight", &a.up}};
+  if (a.dora_scale.defined()) parts.emplace_back(".dora_scale", &a.dora_scale);
+  return parts;
 }
 
 void LoRANetwork::init_adapters(at::Generator& generator) {
@@ -288,6 +294,12 @@ void LoRANetwork::init_adapters(at::Generator& generator) {
       if (adapter->lokr.full()) m.alpha = static_cast<double>(m.rank);  // LyCORIS: scale 1
     } else {
       init_lora(*adapter, in, out, kh, kw, m.rank, m.conv != nullptr, generator);
+    }
+    if (options_.dora_wd) {  // LyCORIS: torch.norm(W.reshape(out, -1), dim=1) per row
+      const torch::Tensor w = weight.to(torch::kFloat32).reshape({out, -1});
+      std::vector<int64_t> shape(static_cast<std::size_t>(weight.dim()), 1);
+      shape[0] = out;
+      adapter->dora_scale = w.norm(2, {1}).reshape(shape).cpu();
     }
     for (auto& part : adapter_tensors(*adapter)) {
       *part.second = part.second->to(weight.device()).contiguous();

@@ -51,6 +51,10 @@ struct LoRANetworkOptions {
   LoRAAlgo algo = LoRAAlgo::kLoRA;
   int64_t lokr_factor = -1;     // LyCORIS LoKr factor (-1: the most balanced factorization)
   bool decompose_both = false;  // LyCORIS LoKr decompose_both: lokr_w1 low-rank too
+  // LyCORIS dora_wd (any algo): each module also trains dora_scale, initialised to the row
+  // norms of the layer's weight ([out, 1] / [out, 1, 1, 1], float32), as LyCORIS with
+  // wd_on_output (its default).
+  bool dora_wd = false;
   int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
   double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)
   int64_t conv_dim = 0;        // rank of k x k (k > 1) conv modules; 0 = no LoCon

@@ -43,9 +43,8 @@ void check_supported(const std::string& key) {
   if (key.find("lokr_t") != std::string::npos) {
     refuse("LoKr with a Tucker decomposition (LyCORIS lokr_t2 tensors)", key);
   }
-  if (key.find("dora_scale") != std::string::npos ||
-      key.find("lora_magnitude_vector") != std::string::npos) {
-    refuse("DoRA (dora_scale / lora_magnitude_vector magnitude tensors)", key);
+  if (key.find("lora_magnitude_vector") != std::string::npos) {
+    refuse("PEFT DoRA (lora_magnitude_vector magnitude tensors)", key);
   }
   if (key.find("lora_mid") != std::string::npos) {
     refuse("LoCon with a Tucker/CP decomposition (lora_mid tensors)", key);
@@ -56,6 +55,7 @@ void check_supported(const std::string& key) {
 }
 
 enum class Part {
+  kDora,
   kDown,
   kUp,
   kAlpha,
@@ -102,6 +102,7 @@ const Suffix kSuffixes[] = {
     {".lokr_w2", Part::kK2, "LyCORIS LoKr"},
     {".lokr_w2_a", Part::kK2a, "LyCORIS LoKr"},
     {".lokr_w2_b", Part::kK2b, "LyCORIS LoKr"},
+    {".dora_scale", Part::kDora, "LyCORIS DoRA"},
     {".alpha", Part::kAlpha, nullptr},
     {".scale", Part::kScale, nullptr},
 };
@@ -109,6 +110,8 @@ const Suffix kSuffixes[] = {
 struct Collected {
   at::Tensor down, up, alpha, scale;
   std::string down_key, up_key, alpha_key, scale_key;
+  at::Tensor dora;  // LyCORIS dora_wd magnitude, any kind of module
+  std::string dora_key;
   at::Tensor hada[4];  // LoHa hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b (kW1a ... kW2b order)
   std::string hada_key[4];
   at::Tensor lokr[6];  // LoKr lokr_w1, _w1_a, _w1_b, _w2, _w2_a, _w2_b (kK1 ... kK2b order)
@@ -326,6 +329,10 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
         slot = &m.scale;
         slot_key = &m.scale_key;
         break;
+      case Part::kDora:
+        slot = &m.dora;
+        slot_key = &m.dora_key;
+        break;
       case Part::kW1a:
       case Part::kW1b:
       case Part::kW2a:
@@ -366,6 +373,7 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
   NormalizedLoRA out;
   for (const std::string& v : variants) out.variants += (out.variants.empty() ? "" : ", ") + v;
   for (auto& [name, m] : modules) {
+    if (m.dora.defined()) out.tensors[name + ".dora_scale"] = m.dora;
     if (m.hada[0].defined() || m.hada[1].defined() || m.hada[2].defined() || m.hada[3].defined()) {
       out_loha(name, m, out.tensors);
       continue;
@@ -379,7 +387,8 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
       const std::string& have = m.down.defined()    ? m.down_key
                                 : m.up.defined()    ? m.up_key
                                 : m.alpha.defined() ? m.alpha_key
-                                                    : m.scale_key;
+                                : m.scale.defined() ? m.scale_key
+                                                    : m.dora_key;
       throw std::runtime_error("LoRA module " + name + " is incomplete: it has '" + have +
                                "' but no " + (m.down.defined() ? "lora_up" : "lora_down") +
                                " weight");

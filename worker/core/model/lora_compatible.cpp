@@ -3,6 +3,7 @@
 #include "model/lora_compatible.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,7 +33,11 @@ std::string shape_of(const torch::Tensor& t) {
 // kernel 0 means a Linear layer; otherwise a conv with a square kernel of that size.
 void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, int64_t kernel) {
   const bool conv = kernel > 0;
-  if (a.rebuilds_weight()) {
+  if (a.dora_scale.defined() && a.dora_scale.numel() != out) {
+    throw std::invalid_argument("DoRA dora_scale " + shape_of(a.dora_scale) +
+                                " does not fit a layer with out=" + std::to_string(out));
+  }
+  if (a.loha.defined() || a.lokr.defined()) {
     const std::vector<int64_t> shape =
         conv ? std::vector<int64_t>{out, in, kernel, kernel} : std::vector<int64_t>{out, in};
     const std::string problem =
@@ -72,18 +77,36 @@ torch::Tensor lora_input(const torch::Tensor& x, const LoRAAdapter& a) {
   return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(a.down.scalar_type());
 }
 
-// LyCORIS LohaModule / LokrModule.forward: the base output plus op(x, multiplier * delta W), in
-// the factors' dtype (the update cast back to the base output's).
+// delta W of the adapter's factors at `scale`, shaped as `weight`.
+torch::Tensor factor_delta_weight(const LoRAAdapter& a, const torch::Tensor& weight, double scale) {
+  const std::vector<int64_t> shape = weight.sizes().vec();
+  if (a.loha.defined()) return loha_delta_weight(a.loha, scale, shape);
+  if (a.lokr.defined()) return lokr_delta_weight(a.lokr, scale, shape);
+  // LyCORIS LoConModule.make_weight: up [out, r] @ down [r, in k k].
+  return (at::matmul(a.up.flatten(1), a.down.flatten(1)) * scale).reshape(shape);
+}
+
+// LyCORIS LohaModule / LokrModule / LoConModule.forward (rebuild mode): the update of the weight,
+// multiplier * delta W, or with DoRA weight_decompose(W + delta W, dora_scale, multiplier) - W;
+// in the factors' dtype.
 torch::Tensor delta_weight_of(const LoRAAdapter& a, const torch::Tensor& weight) {
-  const double scale = a.scale * a.multiplier;
-  return a.loha.defined() ? loha_delta_weight(a.loha, scale, weight.sizes().vec())
-                          : lokr_delta_weight(a.lokr, scale, weight.sizes().vec());
+  if (!a.dora_scale.defined()) return factor_delta_weight(a, weight, a.scale * a.multiplier);
+  const torch::Tensor w = weight.to(a.dora_scale.scalar_type());
+  const torch::Tensor merged = w + factor_delta_weight(a, weight, a.scale);
+  const double eps = std::numeric_limits<float>::epsilon();  // torch.finfo(float32).eps
+  std::vector<int64_t> norm_shape(static_cast<std::size_t>(w.dim()), 1);
+  norm_shape[0] = w.size(0);
+  const torch::Tensor norm = merged.reshape({w.size(0), -1}).norm(2, {1}).reshape(norm_shape) + eps;
+  torch::Tensor factor = a.dora_scale.reshape(norm_shape) / norm;
+  if (a.multiplier != 1.0) factor = a.multiplier * (factor - 1) + 1;
+  return merged * factor - w;
 }
 
 torch::Tensor delta_input(const torch::Tensor& x, const LoRAAdapter& a) {
-  const at::Tensor& factor = a.loha.defined()      ? a.loha.w1_a
-                             : a.lokr.w1.defined() ? a.lokr.w1
-                                                   : a.lokr.w1_a;
+  const at::Tensor& factor = a.loha.defined()        ? a.loha.w1_a
+                             : a.lokr.w1.defined()   ? a.lokr.w1
+                             : a.lokr.w1_a.defined() ? a.lokr.w1_a
+                                                     : a.down;
   return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(factor.scalar_type());
 }
 

@@ -36,8 +36,13 @@ struct LoRAAdapter {
   torch::Tensor up;         // Linear [out, r]; Conv [out, r, 1, 1]
   LoHaFactors loha;         // LyCORIS LoHa: [out, r] / [r, in k k] factors (instead of down / up)
   LoKrFactors lokr;         // LyCORIS LoKr: Kronecker factors (instead of down / up)
-  // True for LoHa / LoKr, whose update is a full delta W rebuilt per forward.
-  bool rebuilds_weight() const { return loha.defined() || lokr.defined(); }
+  // LyCORIS dora_wd (DoRA, Liu et al. 2024): the per-output-row magnitude [out, 1] / [out, 1, 1, 1]
+  // of the merged weight, as LyCORIS weight_decompose (wd_on_output): W' = (W + dW) *
+  // (multiplier (m / (||W + dW||_row + eps) - 1) + 1), dW at `scale` without the multiplier;
+  // the layer adds op(x, W' - W). Undefined: no DoRA.
+  torch::Tensor dora_scale;
+  // True for LoHa / LoKr / DoRA, whose update is a full delta W rebuilt per forward.
+  bool rebuilds_weight() const { return loha.defined() || lokr.defined() || dora_scale.defined(); }
   double scale = 1.0;       // alpha / r
   double multiplier = 1.0;  // kohya network multiplier
   LoRADropout dropout;      // kohya network_dropout / rank_dropout / module_dropout
