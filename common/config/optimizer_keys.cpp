@@ -343,7 +343,7 @@ std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
   const auto& t = c.training;
   const auto& n = c.network;
   const auto warn = [&](const std::string& key, const std::string& text) {
-    warnings.push_back(c.source_name + ": key 'training." + key + "': " + text);
+    warnings.push_back(c.source_name + ": key '" + key + "': " + text);
   };
   if (choice.type == "Prodigy" || choice.type == "DAdaptAdam") {
     const double unet = n.unet_lr.value_or(t.learning_rate);
@@ -380,7 +380,9 @@ std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
     // kohya tests the first parameter group's lr: the UNet's, or the text encoders'.
     const double lr = n.trains_unet() ? unet : te;
     if (lr <= 0.1) {
-      warn(n.trains_unet() && n.unet_lr ? "network.unet_lr" : "learning_rate",
+      warn(n.trains_unet() && n.unet_lr            ? "network.unet_lr"
+           : !n.trains_unet() && n.text_encoder_lr ? "network.text_encoder_lr"
+                                                   : "training.learning_rate",
            "the lr " + num(lr) + " is low for " + choice.type +
                ", which scales it by its own estimate d: 1.0 is the usual setting (as kohya "
                "warns)");
@@ -396,14 +398,15 @@ std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
                                    t.lr_warmup_steps.text()};
     }
     if (t.lr_scheduler != "adafactor") {
-      warn("lr_scheduler", "'" + t.lr_scheduler +
-                               "' is replaced by 'adafactor' (kohya: AdaFactor's relative_step "
-                               "computes its own lr; set relative_step=False and no "
-                               "warmup_init to schedule it)");
+      warn("training.lr_scheduler",
+           "'" + t.lr_scheduler +
+               "' is replaced by 'adafactor' (kohya: AdaFactor's relative_step "
+               "computes its own lr; set relative_step=False and no "
+               "warmup_init to schedule it)");
     }
     if (n.unet_lr || n.text_encoder_lr || n.loraplus_lr_ratio || n.loraplus_unet_lr_ratio ||
         n.loraplus_text_encoder_lr_ratio) {
-      warn("optimizer_type",
+      warn("training.optimizer_type",
            "AdaFactor's relative_step ignores network.unet_lr, "
            "text_encoder_lr and the LoRA+ ratios: every parameter steps "
            "with its own relative lr (as kohya warns)");
@@ -416,7 +419,7 @@ std::optional<OptimizerKeyError> check_optimizer(const JobConfig& c,
   }
   if (choice.schedule_free && (t.lr_scheduler != "constant" || t.lr_warmup_steps.steps > 0 ||
                                t.lr_warmup_steps.ratio.value_or(0) > 0)) {
-    warn("lr_scheduler",
+    warn("training.lr_scheduler",
          "is not used with AdamWScheduleFree: the lr stays constant (as kohya; "
          "its warmup is optimizer_args warmup_steps)");
   }

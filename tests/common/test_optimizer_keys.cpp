@@ -203,6 +203,12 @@ TEST(OptimizerKeys, KohyasRulesAcrossKeys) {
   EXPECT_NE(low.dataset_warnings[0].find("'training.learning_rate': the lr 0.0001 is low for "
                                          "Prodigy"),
             std::string::npos);
+  const JobConfig low_unet = parse_job_config(
+      job("  optimizer_type: Prodigy\n", "  unet_lr: 0.01\n  text_encoder_lr: 0.01\n"), "job.yaml");
+  ASSERT_EQ(low_unet.dataset_warnings.size(), 1u);
+  EXPECT_NE(low_unet.dataset_warnings[0].find("key 'network.unet_lr': the lr 0.01 is low"),
+            std::string::npos)
+      << low_unet.dataset_warnings[0];
   // kohya tests the first group's lr: unet_lr 1 is not low.
   EXPECT_TRUE(parse_job_config(
                   job("  optimizer_type: Prodigy\n", "  unet_lr: 1.0\n  text_encoder_lr: 1.0\n"),

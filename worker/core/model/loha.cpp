@@ -6,11 +6,9 @@
 namespace lf {
 namespace {
 
+// "[4, 8]", c10's ArrayRef printing.
 std::string shape_text(const at::Tensor& t) {
-  if (!t.defined()) return "undefined";
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
+  return t.defined() ? c10::str(t.sizes()) : "undefined";
 }
 
 }  // namespace

@@ -9,12 +9,8 @@
 namespace lf {
 namespace {
 
-std::string shape_text(const at::Tensor& t) {
-  if (!t.defined()) return "-";
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
+// "[4, 8]", c10's ArrayRef printing.
+std::string shape_text(const at::Tensor& t) { return t.defined() ? c10::str(t.sizes()) : "-"; }
 
 // torch.nn.init.kaiming_uniform_(t, a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
 at::Tensor kaiming(std::vector<int64_t> shape, at::Generator& generator) {
