@@ -89,6 +89,9 @@ for algo in loha lokr dora; do
     --output "${TMP}/lycoris_${algo}.safetensors"
   install_fixture "${TMP}/lycoris_${algo}.safetensors" "${OUT}/lycoris_${algo}.safetensors"
 done
+# kohya networks.oft's rotation, computed by lycoris-lora's diag-OFT functional code.
+nice "${PY}" "${ORACLE}/make_oft_fixture.py" --output "${TMP}/oft.safetensors"
+install_fixture "${TMP}/oft.safetensors" "${OUT}/oft.safetensors"
 
 # 3. kohya-LoRA oracle: lorafleet trains a LoRA on the tiny base (coordinator + 1 worker, the
 #    job in tests/fixtures/oracle/lora_<case>.yaml; the base is the preset its model.architecture

@@ -20,6 +20,34 @@ namespace {
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
+// kohya's UNet module prefixes: networks.lora's and networks.oft's.
+bool is_unet_module(const std::string& name) {
+  return starts_with(name, "lora_unet_") || starts_with(name, "oft_unet_");
+}
+
+// kohya OFTNetwork.OFT_PREFIX_UNET: the module names of networks.lora with "oft_unet" in front.
+std::string oft_module_name(const std::string& lora_name) {
+  return "oft_unet_" + lora_name.substr(std::strlen("lora_unet_"));
+}
+
+// kohya networks.oft: U-Net layers only, a positive constraint factor, none of networks.lora's
+// rank options.
+void check_oft_options(const LoRANetworkOptions& o) {
+  if (!(o.network_alpha > 0)) {
+    throw std::invalid_argument(
+        "LoRANetwork: OFT needs network_alpha > 0 (its constraint factor: kohya networks.oft "
+        "bounds ||Q|| by alpha * out_dim, so 0 would keep every rotation the identity), got " +
+        std::to_string(o.network_alpha));
+  }
+  if (!o.train_unet) {
+    throw std::invalid_argument(
+        "LoRANetwork: OFT trains the U-Net only (kohya networks.oft), and train_unet is false");
+  }
+  if (o.conv_dim > 0 || !o.block_dims.empty() || o.dora_wd) {
+    throw std::invalid_argument("LoRANetwork: OFT takes no conv_dim, block_dims or dora_wd");
+  }
+}
+
 }  // namespace
 
 std::vector<LoRATextEncoderTarget> kohya_text_encoder_targets(const SDModels& models) {
@@ -77,7 +105,10 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
         "LoRANetwork: block_dims, block_alphas, conv_block_dims and conv_block_alphas must have "
         "one entry per block (conv_block_* may be empty)");
   }
-  options_.network_alpha = kohya_alpha(options_.network_alpha, options_.network_dim);
+  const bool oft = options_.algo == LoRAAlgo::kOFT;
+  if (oft) check_oft_options(options_);
+  // kohya networks.oft uses alpha as given (the constraint factor); networks.lora's 0 = rank.
+  if (!oft) options_.network_alpha = kohya_alpha(options_.network_alpha, options_.network_dim);
   options_.conv_alpha = kohya_alpha(options_.conv_alpha, options_.conv_dim);
   key_context_.unet = naming;
   for (const auto& te : text_encoders) key_context_.text_encoder_prefixes.push_back(te.lora_prefix);
@@ -93,13 +124,15 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
       if (!lora_layer) continue;
       const UNetLoRAName name = kohya_unet_lora_name(sub.key(), naming);
       if (name.scope == UNetLoRAScope::kNone) continue;
+      if (name.scope == UNetLoRAScope::kTransformer && !oft_targets(sub.key())) continue;
       if (name.scope == UNetLoRAScope::kResBlock) {
         // kohya adds ResnetBlock2D / Downsample2D / Upsample2D to the targets only with conv_dim
         // (or conv_block_dims, or ranks read from weights).
         if (!locon_targets()) continue;
         ++resblock_layers;
       }
-      add_module(name.name, sub.value(), "UNet layer " + sub.key(), true);
+      add_module(oft ? oft_module_name(name.name) : name.name, sub.value(),
+                 "UNet layer " + sub.key(), true);
     }
     if (options_.conv_dim > 0 && options_.block_dims.empty() && options_.module_dims.empty() &&
         resblock_layers == 0) {
@@ -109,7 +142,7 @@ LoRANetwork::LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
           "Upsample layer");
     }
   }
-  if (options_.train_text_encoder) {
+  if (options_.train_text_encoder && !oft) {  // kohya networks.oft: the U-Net only
     for (const auto& te : text_encoders) {
       for (const auto& sub : te.model->named_modules("", /*include_self=*/false)) {
         int64_t layer = 0;
@@ -146,17 +179,33 @@ LoRANetwork::LoRANetwork(UNetModel& unet, int64_t network_dim, double network_al
                   unet_only_options(network_dim, network_alpha), generator) {}
 
 bool LoRANetwork::locon_targets() const {
+  if (options_.algo == LoRAAlgo::kOFT) {
+    return options_.oft_enable_conv || !options_.module_dims.empty();
+  }
   return options_.conv_dim > 0 || !options_.conv_block_dims.empty() ||
          !options_.module_dims.empty();
 }
 
+bool LoRANetwork::oft_targets(const std::string& ldm_layer_path) const {
+  if (options_.algo != LoRAAlgo::kOFT || options_.oft_enable_all_linear ||
+      !options_.module_dims.empty()) {
+    return true;
+  }
+  // kohya UNET_TARGET_REPLACE_MODULE_ATTN_ONLY: the children of CrossAttention (attn1 / attn2).
+  return ldm_layer_path.find(".attn1.") != std::string::npos ||
+         ldm_layer_path.find(".attn2.") != std::string::npos;
+}
+
 LoRAModuleDim LoRANetwork::module_dim(const std::string& name, bool unet, bool kxk) const {
   const LoRANetworkOptions& o = options_;
+  const bool oft = o.algo == LoRAAlgo::kOFT;
   if (!o.module_dims.empty()) {  // kohya create_network_from_weights: the file's modules only
     auto it = o.module_dims.find(name);
     if (it == o.module_dims.end()) return {};
+    if (oft) return it->second;
     return {it->second.rank, kohya_alpha(it->second.alpha, it->second.rank)};
   }
+  if (oft) return {o.network_dim, o.network_alpha};  // one block count for every layer
   if (unet && !o.block_dims.empty()) {  // kohya create_network with block_dims
     const int b = kohya_block_index(name, key_context_.unet.ldm_names);
     if (b < 0 || static_cast<std::size_t>(b) >= o.block_dims.size()) {
@@ -208,6 +257,20 @@ void init_lora(LoRAAdapter& a, int64_t in, int64_t out, int64_t kh, int64_t kw, 
   }
 }
 
+// kohya OFTModule.__init__: oft_blocks [k, out / k, out / k] zero (R = I), constraint
+// alpha * out_dim.
+OFTBlocks init_oft(const std::string& name, int64_t out, int64_t k, double alpha) {
+  if (out % k != 0) {
+    throw std::invalid_argument("LoRANetwork: OFT network_dim " + std::to_string(k) +
+                                " does not divide the " + std::to_string(out) + " outputs of " +
+                                name +
+                                " (kohya networks.oft splits each layer's outputs into "
+                                "network_dim blocks of equal size)");
+  }
+  return {torch::zeros({k, out / k, out / k}, torch::dtype(torch::kFloat32)),
+          alpha * static_cast<double>(out)};
+}
+
 // LyCORIS LohaModule.__init__'s init (no Tucker, no use_scalar), in its draw order.
 LoHaFactors init_loha(int64_t out, int64_t fan_in, int64_t r, at::Generator& generator) {
   const auto f32 = torch::dtype(torch::kFloat32);
@@ -222,6 +285,7 @@ LoHaFactors init_loha(int64_t out, int64_t fan_in, int64_t r, at::Generator& gen
 }  // namespace
 
 std::vector<std::pair<std::string, torch::Tensor*>> LoRANetwork::adapter_tensors(LoRAAdapter& a) {
+  if (a.oft.defined()) return {{".oft_blocks", &a.oft.blocks}};
   if (a.loha.defined()) {
     std::vector<std::pair<std::string, torch::Tensor*>> parts = {{".hada_w1_a", &a.loha.w1_a},
                                                                  {".hada_w1_b", &a.loha.w1_b},
@@ -262,6 +326,8 @@ void LoRANetwork::init_adapters(at::Generator& generator) {
       adapter->lokr = init_lokr(weight.sizes().vec(), m.rank, options_.lokr_factor,
                                 options_.decompose_both, generator);
       if (adapter->lokr.full()) m.alpha = static_cast<double>(m.rank);  // LyCORIS: scale 1
+    } else if (options_.algo == LoRAAlgo::kOFT) {
+      adapter->oft = init_oft(entry.first, out, m.rank, m.alpha);
     } else {
       init_lora(*adapter, in, out, kh, kw, m.rank, m.conv != nullptr, generator);
     }
@@ -313,7 +379,7 @@ std::vector<torch::Tensor> LoRANetwork::parameters() const {
 std::vector<torch::Tensor> LoRANetwork::unet_parameters() const {
   std::vector<torch::Tensor> params;
   for (const auto& entry : modules_) {
-    if (!starts_with(entry.first, "lora_unet_")) continue;
+    if (!is_unet_module(entry.first)) continue;
     for (const auto& part : adapter_tensors(*entry.second.adapter)) params.push_back(*part.second);
   }
   return params;
@@ -322,7 +388,7 @@ std::vector<torch::Tensor> LoRANetwork::unet_parameters() const {
 std::vector<torch::Tensor> LoRANetwork::text_encoder_parameters() const {
   std::vector<torch::Tensor> params;
   for (const auto& entry : modules_) {
-    if (starts_with(entry.first, "lora_unet_")) continue;
+    if (is_unet_module(entry.first)) continue;
     for (const auto& part : adapter_tensors(*entry.second.adapter)) params.push_back(*part.second);
   }
   return params;

@@ -44,8 +44,9 @@ struct LoRAModuleDim {
 
 // The adapter of every module: kohya networks.lora's LoRA (lora_down / lora_up), LyCORIS LoHa
 // (hada_w1_a / hada_w1_b / hada_w2_a / hada_w2_b, lycoris-lora LohaModule) or LyCORIS LoKr
-// (lokr_w1 or lokr_w1_a / _b, lokr_w2 or lokr_w2_a / _b, LokrModule); network.algo.
-enum class LoRAAlgo { kLoRA, kLoHa, kLoKr };
+// (lokr_w1 or lokr_w1_a / _b, lokr_w2 or lokr_w2_a / _b, LokrModule) or kohya networks.oft's OFT
+// (oft_blocks, OFTModule: UNet only, modules named oft_unet_*); network.algo.
+enum class LoRAAlgo { kLoRA, kLoHa, kLoKr, kOFT };
 
 struct LoRANetworkOptions {
   LoRAAlgo algo = LoRAAlgo::kLoRA;
@@ -55,6 +56,14 @@ struct LoRANetworkOptions {
   // norms of the layer's weight ([out, 1] / [out, 1, 1, 1], float32), as LyCORIS with
   // wd_on_output (its default).
   bool dora_wd = false;
+  // kohya networks.oft network_args: targets beyond the attention projections (to_q, to_k, to_v,
+  // to_out.0 of every CrossAttention): every Linear / 1x1 conv of each Transformer2DModel, and the
+  // ResnetBlock2D / Downsample2D / Upsample2D layers.
+  bool oft_enable_all_linear = false;
+  bool oft_enable_conv = false;
+  // OFT: network_dim is the number of blocks k of every module (it must divide the layer's
+  // outputs) and network_alpha the constraint factor (constraint = alpha * out_dim), used as
+  // given.
   int64_t network_dim = 4;     // rank of Linear and 1x1-conv modules, > 0
   double network_alpha = 1.0;  // <= 0 means network_dim (kohya: alpha None / 0 -> rank)
   int64_t conv_dim = 0;        // rank of k x k (k > 1) conv modules; 0 = no LoCon
@@ -126,12 +135,15 @@ class LoRANetwork {
   // gets LyCORIS LohaModule's init, drawn in its order on `generator`: hada_w1_b [r, in k k]
   // N(0, 1), hada_w1_a [out, r] N(0, 0.1^2), hada_w2_b N(0, 1), hada_w2_a zero (delta W starts
   // at 0). With kLoKr, init_lokr's factors (model/lokr.h) with lokr_factor / decompose_both;
-  // a module whose halves are both full gets alpha = rank (scale 1), as LyCORIS. Freezes every
+  // a module whose halves are both full gets alpha = rank (scale 1), as LyCORIS. With kOFT, kohya
+  // OFTNetwork's targets (UNet only, see oft_enable_*), each with zero oft_blocks
+  // [k, out / k, out / k] (nothing drawn) and constraint alpha * out. Freezes every
   // UNet and text-encoder
   // parameter. Throws std::invalid_argument for network_dim <= 0, conv_dim < 0, nothing to train,
   // conv_dim > 0 with no LoRA-compatible ResBlock conv in `unet`, per-block lists of unequal
   // lengths or a UNet module outside them, duplicate names, or a layer that already carries an
-  // adapter.
+  // adapter; for kOFT also for alpha <= 0, train_text_encoder without train_unet, and a layer
+  // whose outputs network_dim does not divide.
   LoRANetwork(UNetModel& unet, const UNetLoRANaming& naming,
               const std::vector<LoRATextEncoderTarget>& text_encoders,
               const LoRANetworkOptions& options, at::Generator& generator);
@@ -147,8 +159,8 @@ class LoRANetwork {
   // Trainable tensors, sorted by module name, lora_down before lora_up (LoHa: hada_w1_a,
   // hada_w1_b, hada_w2_a, hada_w2_b).
   std::vector<torch::Tensor> parameters() const;
-  // The lora_unet_* / lora_te* subsets of parameters(), same order (kohya's unet_lr and
-  // text_encoder_lr parameter groups).
+  // The UNet (lora_unet_* / oft_unet_*) and lora_te* subsets of parameters(), same order
+  // (kohya's unet_lr and text_encoder_lr parameter groups).
   std::vector<torch::Tensor> unet_parameters() const;
   std::vector<torch::Tensor> text_encoder_parameters() const;
   // Names of parameters() in the same order ("<lora_name>.lora_down.weight", ".lora_up.weight";
@@ -176,6 +188,7 @@ class LoRANetwork {
   // kohya file layout: "<lora_name>.lora_down.weight", "<lora_name>.lora_up.weight" (detached,
   // sharing storage, in the parameters' dtype) and "<lora_name>.alpha" (0-dim float32). LoHa:
   // LyCORIS's "<lora_name>.hada_w1_a" / ".hada_w1_b" / ".hada_w2_a" / ".hada_w2_b" and ".alpha".
+  // OFT: kohya's "<oft_name>.oft_blocks" and ".alpha" (the constraint factor).
   std::map<std::string, torch::Tensor> state_dict() const;
 
   // Copies a kohya state dict into the adapters in place (optimizer references stay valid) and
@@ -215,8 +228,12 @@ class LoRANetwork {
   // The rank and alpha kohya gives module `name` (rank 0: no module).
   LoRAModuleDim module_dim(const std::string& name, bool unet, bool kxk) const;
   // True when the UNet's ResBlock / Downsample / Upsample layers are targets (kohya extends the
-  // targets with conv_dim, conv_block_dims or weights to load the ranks from).
+  // targets with conv_dim, conv_block_dims or weights to load the ranks from; OFT with
+  // enable_conv).
   bool locon_targets() const;
+  // Whether a layer inside a SpatialTransformer is a target: for OFT without enable_all_linear
+  // (kohya OFTNetwork's default) only the CrossAttention projections; every layer otherwise.
+  bool oft_targets(const std::string& ldm_layer_path) const;
   void add_module(const std::string& name, std::shared_ptr<torch::nn::Module> layer,
                   const std::string& where, bool unet);
   void init_adapters(at::Generator& generator);

@@ -49,7 +49,7 @@ std::map<std::string, LoRAModuleDim> lora_module_dims(
   std::map<std::string, LoRAModuleDim> dims;
   for (const auto& [key, t] : kohya_tensors) {
     std::string name;
-    for (const std::string rank_of : {".lora_down.weight", ".hada_w1_b"}) {
+    for (const std::string rank_of : {".lora_down.weight", ".hada_w1_b", ".oft_blocks"}) {
       if (key.size() > rank_of.size() &&
           key.compare(key.size() - rank_of.size(), rank_of.size(), rank_of) == 0) {
         name = key.substr(0, key.size() - rank_of.size());
@@ -109,13 +109,29 @@ std::string LoRANetwork::load_hints(const std::map<std::string, torch::Tensor>& 
   const bool file_lora = std::any_of(unexpected.begin(), unexpected.end(), [](const auto& k) {
     return k.find(".lora_down.") != std::string::npos;
   });
-  if (file_loha && options_.algo != LoRAAlgo::kLoHa) {
+  const bool file_oft = std::any_of(unexpected.begin(), unexpected.end(), [](const auto& k) {
+    return k.find(".oft_blocks") != std::string::npos;
+  });
+  if (file_oft && options_.algo != LoRAAlgo::kOFT) {
+    hints += "\n  hint: the file is a kohya OFT (oft_blocks tensors); set network.algo: oft";
+  } else if (file_lora && options_.algo == LoRAAlgo::kOFT) {
+    hints += "\n  hint: the file is a LoRA (lora_down / lora_up); set network.algo: lora";
+  } else if (file_loha && options_.algo != LoRAAlgo::kLoHa) {
     hints += "\n  hint: the file is a LyCORIS LoHa (hada_* tensors); set network.algo: loha";
   } else if (file_lora && options_.algo == LoRAAlgo::kLoHa) {
     hints += "\n  hint: the file is a LoRA (lora_down / lora_up); set network.algo: lora";
   }
   // A rank that differs from network_dim / conv_dim: name the file's.
   for (const std::string& m : mismatched) {
+    const auto oft = m.find(".oft_blocks");
+    if (oft != std::string::npos) {
+      auto it = weights.find(m.substr(0, oft) + ".oft_blocks");
+      if (it == weights.end() || it->second.dim() != 3) continue;
+      hints += "\n  hint: the file's OFT modules have " + std::to_string(it->second.size(0)) +
+               " blocks; set network.network_dim: " + std::to_string(it->second.size(0)) +
+               " to continue it";
+      break;
+    }
     const auto dot = m.find(".lora_down.weight");
     if (dot == std::string::npos) continue;
     auto it = weights.find(m.substr(0, dot) + ".lora_down.weight");
@@ -197,6 +213,13 @@ LoRALoadReport LoRANetwork::load_state_dict(const std::map<std::string, torch::T
       part.second->copy_(weights.at(entry.first + part.first).reshape(part.second->sizes()));
     }
     auto it = weights.find(entry.first + ".alpha");
+    if (m.adapter->oft.defined()) {  // kohya networks.oft: alpha as saved, the constraint factor
+      if (it != weights.end()) m.alpha = it->second.to(torch::kFloat64).item<double>();
+      const torch::Tensor& blocks = m.adapter->oft.blocks;
+      m.adapter->oft.constraint = m.alpha * static_cast<double>(blocks.size(0) * blocks.size(1));
+      ++report.loaded_modules;
+      continue;
+    }
     m.alpha = it != weights.end() ? it->second.to(torch::kFloat64).item<double>()
                                   : static_cast<double>(m.rank);
     m.alpha = kohya_alpha(m.alpha, m.rank);

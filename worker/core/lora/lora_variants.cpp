@@ -31,8 +31,9 @@ std::string underscored(std::string s) {
   throw std::runtime_error("LoRA weights use " + variant +
                            ", which lorafleet cannot load to continue training (first such key: '" +
                            key +
-                           "'); only plain LoRA / LoCon (lora_down, lora_up, alpha) and LyCORIS "
-                           "LoHa (hada_*) and LoKr (lokr_w1*, lokr_w2*) are supported");
+                           "'); only plain LoRA / LoCon (lora_down, lora_up, alpha), LyCORIS "
+                           "LoHa (hada_*) and LoKr (lokr_w1*, lokr_w2*) and kohya OFT "
+                           "(oft_blocks) are supported");
 }
 
 // Refuses the non-LoRA adapter kinds sd.cpp recognises (and DoRA, which it does not support).
@@ -69,7 +70,8 @@ enum class Part {
   kK1b,
   kK2,
   kK2a,
-  kK2b
+  kK2b,
+  kOft
 };
 
 struct Suffix {
@@ -103,6 +105,7 @@ const Suffix kSuffixes[] = {
     {".lokr_w2_a", Part::kK2a, "LyCORIS LoKr"},
     {".lokr_w2_b", Part::kK2b, "LyCORIS LoKr"},
     {".dora_scale", Part::kDora, "LyCORIS DoRA"},
+    {".oft_blocks", Part::kOft, "kohya OFT"},
     {".alpha", Part::kAlpha, nullptr},
     {".scale", Part::kScale, nullptr},
 };
@@ -116,6 +119,8 @@ struct Collected {
   std::string hada_key[4];
   at::Tensor lokr[6];  // LoKr lokr_w1, _w1_a, _w1_b, _w2, _w2_a, _w2_b (kK1 ... kK2b order)
   std::string lokr_key[6];
+  at::Tensor oft;  // kohya networks.oft oft_blocks [k, b, b]
+  std::string oft_key;
   double peft_alpha = 0.0;  // 0: none
   bool rslora = false;
 };
@@ -194,6 +199,24 @@ void out_loha(const std::string& name, const Collected& m, std::map<std::string,
   out[name + ".alpha"] = torch::scalar_tensor(module_alpha(m, m.hada[1].size(0)), torch::kFloat32);
 }
 
+// A kohya networks.oft module: oft_blocks [k, b, b] and its alpha (the constraint factor, which
+// kohya always saves), nothing else.
+void out_oft(const std::string& name, const Collected& m, std::map<std::string, at::Tensor>& out) {
+  if (m.oft.dim() != 3 || m.oft.size(1) != m.oft.size(2)) {
+    throw std::runtime_error("LoRA key '" + m.oft_key + "': expected OFT blocks [k, b, b]");
+  }
+  if (m.down.defined() || m.up.defined() || m.hada[0].defined() || m.lokr[0].defined()) {
+    throw std::runtime_error("OFT module " + name + " ('" + m.oft_key +
+                             "') also has LoRA / LoHa / LoKr tensors");
+  }
+  if (!m.alpha.defined() || m.alpha.numel() != 1) {
+    throw std::runtime_error("OFT module " + name + " ('" + m.oft_key + "') has no scalar " + name +
+                             ".alpha (kohya networks.oft saves the constraint factor there)");
+  }
+  out[name + ".oft_blocks"] = m.oft;
+  out[name + ".alpha"] = m.alpha.to(at::kFloat).reshape({});
+}
+
 // A LyCORIS LoKr module: lokr_w1 or lokr_w1_a + _b, and lokr_w2 or lokr_w2_a + _b (2-D, lokr_w2
 // 2-D or 4-D), no lora_down / lora_up beside them; rank as LyCORIS make_module_from_state_dict.
 void out_lokr(const std::string& name, const Collected& m, std::map<std::string, at::Tensor>& out) {
@@ -257,7 +280,7 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
       base = "lora_" + base.substr(std::strlen("lycoris_"));
       variants.insert("LyCORIS prefix");
     }
-    if (has_prefix(base, {"lora_unet_", "lora_te_", "lora_te1_", "lora_te2_"})) {
+    if (has_prefix(base, {"lora_unet_", "lora_te_", "lora_te1_", "lora_te2_", "oft_unet_"})) {
       name = base;
     } else {
       std::string path = base;
@@ -333,6 +356,10 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
         slot = &m.dora;
         slot_key = &m.dora_key;
         break;
+      case Part::kOft:
+        slot = &m.oft;
+        slot_key = &m.oft_key;
+        break;
       case Part::kW1a:
       case Part::kW1b:
       case Part::kW2a:
@@ -374,6 +401,10 @@ NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>
   for (const std::string& v : variants) out.variants += (out.variants.empty() ? "" : ", ") + v;
   for (auto& [name, m] : modules) {
     if (m.dora.defined()) out.tensors[name + ".dora_scale"] = m.dora;
+    if (m.oft.defined()) {
+      out_oft(name, m, out.tensors);
+      continue;
+    }
     if (m.hada[0].defined() || m.hada[1].defined() || m.hada[2].defined() || m.hada[3].defined()) {
       out_loha(name, m, out.tensors);
       continue;
@@ -412,10 +443,12 @@ std::string guess_lora_family(const std::map<std::string, at::Tensor>& t) {
     if (starts_with(key, "lora_te1_") || starts_with(key, "lora_te2_") ||
         starts_with(key, "lora_unet_input_blocks_") ||
         starts_with(key, "lora_unet_middle_block_") ||
-        starts_with(key, "lora_unet_output_blocks_")) {
+        starts_with(key, "lora_unet_output_blocks_") ||
+        starts_with(key, "oft_unet_input_blocks_") || starts_with(key, "oft_unet_output_blocks_")) {
       sdxl_names = true;
     }
     if (starts_with(key, "lora_te_") || starts_with(key, "lora_unet_down_blocks_") ||
+        starts_with(key, "oft_unet_down_blocks_") || starts_with(key, "oft_unet_up_blocks_") ||
         starts_with(key, "lora_unet_mid_block_") || starts_with(key, "lora_unet_up_blocks_")) {
       diffusers_names = true;
     }

@@ -1,9 +1,10 @@
 // Normalises the LoRA file layouts found in the wild to kohya's keys
 // ("<lora_name>.lora_down.weight", ".lora_up.weight", ".alpha"), so an existing LoRA can be
 // loaded to continue training. Accepts what stable-diffusion.cpp's convert_tensor_name /
-// lora.hpp accept for plain LoRA, plus LyCORIS LoHa (kept as its hada_* factors), and refuses,
-// naming the variant and the first offending key, what lorafleet cannot continue (LoKr, DoRA,
-// full diffs, Tucker/CP lora_mid and hada_t1 / hada_t2).
+// lora.hpp accept for plain LoRA, plus LyCORIS LoHa / LoKr / DoRA (kept as their factors) and
+// kohya networks.oft OFT (oft_unet_* modules, kept as they are), and refuses, naming the variant
+// and the first offending key, what lorafleet cannot continue (PEFT DoRA, full diffs, Tucker/CP
+// lora_mid, hada_t1 / hada_t2 and lokr_t2).
 #pragma once
 
 #include <cstdint>
@@ -60,10 +61,11 @@ struct NormalizedLoRA {
 //    to kohya's ldm names with the general (L+1) rule;
 //  - the old diffusers attention-processor names ("attn1.processor.to_q_lora.down.weight",
 //    "to_out_lora" -> to_out.0; text encoder to_q/to_k/to_v/to_out -> q/k/v/out_proj).
-// Throws std::runtime_error naming the variant and the first key for LoKr (lokr_*), DoRA
-// (dora_scale, lora_magnitude_vector), full diffs (.diff, .diff_b), Tucker/CP (lora_mid,
-// hada_t1 / hada_t2), and for unrecognised keys, duplicates, modules lacking lora_down or lora_up
-// (or one of the four LoHa factors) and modules mixing LoHa and LoRA tensors.
+//  - kohya networks.oft "oft_unet_*" modules: ".oft_blocks" ([k, b, b]) with their ".alpha".
+// Throws std::runtime_error naming the variant and the first key for PEFT DoRA
+// (lora_magnitude_vector), full diffs (.diff, .diff_b), Tucker/CP (lora_mid, hada_t1 / hada_t2,
+// lokr_t2), and for unrecognised keys, duplicates, modules lacking lora_down or lora_up (or one
+// of the LoHa / LoKr factors, or an OFT module its alpha) and modules mixing adapter kinds.
 NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>& tensors,
                                          const LoRAKeyContext& ctx,
                                          const std::map<std::string, PeftAdapterConfig>& peft = {});

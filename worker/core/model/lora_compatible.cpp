@@ -37,6 +37,11 @@ void check_adapter(const LoRAAdapter& a, int64_t in, int64_t out, int64_t kernel
     throw std::invalid_argument("DoRA dora_scale " + shape_of(a.dora_scale) +
                                 " does not fit a layer with out=" + std::to_string(out));
   }
+  if (a.oft.defined()) {
+    const std::string problem = oft_shape_problem(a.oft, out);
+    if (!problem.empty()) throw std::invalid_argument(problem);
+    return;
+  }
   if (a.loha.defined() || a.lokr.defined()) {
     const std::vector<int64_t> shape =
         conv ? std::vector<int64_t>{out, in, kernel, kernel} : std::vector<int64_t>{out, in};
@@ -110,6 +115,18 @@ torch::Tensor delta_input(const torch::Tensor& x, const LoRAAdapter& a) {
   return at::autocast::is_autocast_enabled(x.device().type()) ? x : x.to(factor.scalar_type());
 }
 
+// kohya OFTModule.forward: the layer's weight rotated by the adapter's OFT blocks, in x's dtype.
+torch::Tensor oft_weight_for(const LoRAAdapter& a, const torch::Tensor& weight,
+                             const torch::Tensor& x) {
+  return oft_rotated_weight(oft_rotation(a.oft, a.multiplier), weight).to(x.scalar_type());
+}
+
+// True when the adapter replaces the layer's weight by R W for this call (kohya: multiplier 0
+// runs the original forward).
+bool oft_active(const std::shared_ptr<LoRAAdapter>& a) {
+  return a && a->oft.defined() && a->multiplier != 0.0 && !skip_lora_module(a->dropout);
+}
+
 }  // namespace
 
 bool is_float8(at::ScalarType dtype) {
@@ -140,8 +157,9 @@ LoRACompatibleLinearImpl::LoRACompatibleLinearImpl(int64_t in_features, int64_t 
 }
 
 torch::Tensor LoRACompatibleLinearImpl::forward(const torch::Tensor& x) {
+  if (oft_active(adapter_)) return at::linear(x, oft_weight_for(*adapter_, weight_, x), bias_);
   torch::Tensor y = at::linear(x, usable_weight(weight_, x), bias_);
-  if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
+  if (!adapter_ || adapter_->oft.defined() || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
   if (a.rebuilds_weight()) {
     const torch::Tensor h = at::linear(delta_input(x, a), delta_weight_of(a, weight_));
@@ -172,8 +190,11 @@ LoRACompatibleConvImpl::LoRACompatibleConvImpl(int64_t in_channels, int64_t out_
 }
 
 torch::Tensor LoRACompatibleConvImpl::forward(const torch::Tensor& x) {
+  if (oft_active(adapter_)) {
+    return at::conv2d(x, oft_weight_for(*adapter_, weight_, x), bias_, stride_, padding_);
+  }
   torch::Tensor y = at::conv2d(x, usable_weight(weight_, x), bias_, stride_, padding_);
-  if (!adapter_ || skip_lora_module(adapter_->dropout)) return y;
+  if (!adapter_ || adapter_->oft.defined() || skip_lora_module(adapter_->dropout)) return y;
   const LoRAAdapter& a = *adapter_;
   if (a.rebuilds_weight()) {
     const torch::Tensor h =

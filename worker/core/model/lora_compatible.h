@@ -15,6 +15,7 @@
 #include "model/loha.h"
 #include "model/lokr.h"
 #include "model/lora_dropout.h"
+#include "model/oft.h"
 
 namespace lf {
 
@@ -31,6 +32,10 @@ namespace lf {
 // op(x, multiplier * delta W) instead, delta W from loha_delta_weight (model/loha.h) or
 // lokr_delta_weight (model/lokr.h) with `scale`, as LyCORIS LohaModule / LokrModule.forward; of
 // the dropouts only module dropout acts on them.
+//
+// With `oft` set (kohya networks.oft) the layer instead computes op(x, R W, bias), R W from
+// oft_rotated_weight (model/oft.h) at `multiplier`, cast to the input's dtype; at multiplier 0
+// the plain layer.
 struct LoRAAdapter {
   torch::Tensor down;       // Linear [r, in]; Conv [r, in, k, k]
   torch::Tensor up;         // Linear [out, r]; Conv [out, r, 1, 1]
@@ -41,6 +46,7 @@ struct LoRAAdapter {
   // (multiplier (m / (||W + dW||_row + eps) - 1) + 1), dW at `scale` without the multiplier;
   // the layer adds op(x, W' - W). Undefined: no DoRA.
   torch::Tensor dora_scale;
+  OFTBlocks oft;  // kohya OFT: oft_blocks and constraint (instead of down / up)
   // True for LoHa / LoKr / DoRA, whose update is a full delta W rebuilt per forward.
   bool rebuilds_weight() const { return loha.defined() || lokr.defined() || dora_scale.defined(); }
   double scale = 1.0;       // alpha / r
@@ -59,7 +65,7 @@ class LoRACompatibleLinearImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in] and [out, r]; LoHa / LoKr: *_shape_problem).
+  // adapter shapes do not fit ([r, in] and [out, r]; LoHa / LoKr / OFT: *_shape_problem).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 
@@ -93,7 +99,8 @@ class LoRACompatibleConvImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   // Attaches (or with nullptr detaches) an adapter. Throws std::invalid_argument when the
-  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]; LoHa / LoKr: *_shape_problem).
+  // adapter shapes do not fit ([r, in, k, k] and [out, r, 1, 1]; LoHa / LoKr / OFT:
+  // *_shape_problem).
   void set_adapter(std::shared_ptr<LoRAAdapter> adapter);
   const std::shared_ptr<LoRAAdapter>& adapter() const { return adapter_; }
 
