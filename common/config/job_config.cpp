@@ -166,6 +166,54 @@ void validate_algo(const Parser& p, const JobConfig& c) {
   }
 }
 
+// kohya networks.oft (network.algo oft) reads network_dim (blocks), network_alpha (the constraint
+// factor) and its own enable_all_linear / enable_conv; it ignores networks.lora's network_args and
+// the dropouts, which are refused here rather than dropped (validate_algo), and it has no
+// apply_max_norm_regularization, so kohya fails on scale_weight_norms.
+void validate_oft(const Parser& p, JobConfig& c) {
+  const auto& n = c.network;
+  for (const auto& [key, set] : {std::make_pair("network.enable_all_linear", n.enable_all_linear),
+                                 std::make_pair("network.enable_conv", n.enable_conv)}) {
+    if (set && n.algo != "oft") {
+      p.fail_key(p.line_for(key), key, "is a kohya networks.oft option: it needs network.algo oft");
+    }
+  }
+  if (n.algo != "oft") return;
+  const std::pair<const char*, bool> refused[] = {
+      {"network.conv_dim", n.conv_dim > 0},
+      {"network.module_dropout", n.module_dropout.has_value()},
+      {"network.dora_wd", n.dora_wd},
+      {"network.network_train_text_encoder_only", n.network_train_text_encoder_only}};
+  for (const auto& [key, set] : refused) {
+    if (set) {
+      p.fail_key(p.line_for(key), key,
+                 "not available with network.algo oft (kohya networks.oft trains the U-Net's "
+                 "OFT blocks and takes only network_dim, network_alpha, enable_all_linear and "
+                 "enable_conv)");
+    }
+  }
+  const std::string where =
+      c.source_name + ":" + std::to_string(p.line_for("network.network_alpha"));
+  if (!(n.network_alpha > 0)) {
+    p.fail_key(p.line_for("network.network_alpha"), "network.network_alpha",
+               "expected a number > 0 with network.algo oft (the constraint factor: each "
+               "rotation's ||Q|| stays <= alpha * out_dim, so 0 trains nothing; kohya suggests "
+               "1e-4 to 1e-2), got 0");
+  }
+  if (n.network_alpha >= 1) {  // kohya networks.oft create_network's warning
+    c.dataset_warnings.push_back(
+        where + ": key 'network.network_alpha': " + std::to_string(n.network_alpha) +
+        " is large for OFT (kohya warns at >= 1 and suggests 1e-4 to 1e-2; its CLI default 1 is "
+        "lorafleet's default too)");
+  }
+  if (n.text_encoder_lr && *n.text_encoder_lr > 0) {
+    c.dataset_warnings.push_back(c.source_name + ":" +
+                                 std::to_string(p.line_for("network.text_encoder_lr")) +
+                                 ": key 'network.text_encoder_lr': not used, kohya networks.oft "
+                                 "trains the U-Net only");
+  }
+}
+
 // kohya's retention keys thin out saves that must exist.
 void validate_saving(const Parser& p, const JobConfig& c) {
   const auto& t = c.training;
@@ -224,11 +272,12 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   }
   // kohya refuses cached text-encoder outputs while the text encoders' LoRA trains: their
   // outputs change every step.
-  require(!c.dataset.cache_text_encoder_outputs_to_disk || n.network_train_unet_only,
-          "dataset.cache_text_encoder_outputs_to_disk",
-          "false unless network.network_train_unet_only is true (the text encoders' LoRA trains "
-          "by default and changes their outputs every step)",
-          "true");
+  require(
+      !c.dataset.cache_text_encoder_outputs_to_disk || n.network_train_unet_only || n.algo == "oft",
+      "dataset.cache_text_encoder_outputs_to_disk",
+      "false unless network.network_train_unet_only is true (the text encoders' LoRA trains "
+      "by default and changes their outputs every step)",
+      "true");
 
   const auto& t = c.training;
   require(t.max_train_steps >= 1 || t.max_train_epochs > 0, "training.max_train_steps",
@@ -251,6 +300,7 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
   validate_saving(p, c);
   validate_loraplus(p, c);
   validate_algo(p, c);
+  validate_oft(p, c);
   if (const auto e = check_block_network_args(c.network)) {
     p.fail_key(p.line_for(e->key), e->key, e->problem);
   }

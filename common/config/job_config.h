@@ -59,8 +59,9 @@ struct NetworkSection {
   bool trains_unet() const {
     return !network_train_text_encoder_only && !(unet_lr && *unet_lr == 0);
   }
+  // kohya networks.oft (algo oft) trains the U-Net only.
   bool trains_text_encoder() const {
-    return !network_train_unet_only && !(text_encoder_lr && *text_encoder_lr == 0);
+    return !network_train_unet_only && !(text_encoder_lr && *text_encoder_lr == 0) && algo != "oft";
   }
 };
 

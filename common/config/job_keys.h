@@ -65,9 +65,10 @@
 
 // network: kohya --network_* arguments and networks.lora's network_args.
 #define LF_NETWORK_KEYS(KEY)                                                                     \
-  KEY(int, network_dim, 4, KeyRule::at_least(1), "LoRA rank (kohya --network_dim)")              \
+  KEY(int, network_dim, 4, KeyRule::at_least(1),                                                 \
+      "LoRA rank (kohya --network_dim); OFT: the number of blocks per layer")                    \
   KEY(double, network_alpha, 1.0, KeyRule::at_least(0),                                          \
-      "LoRA alpha: scale = alpha / rank; 0 means the rank (kohya --network_alpha)")              \
+      "LoRA alpha: scale = alpha / rank, 0 = the rank; OFT: constraint / out_dim (kohya)")       \
   KEY(std::string, network_weights, "", KeyRule::any(),                                          \
       "an existing LoRA file to continue training from (kohya --network_weights)")               \
   KEY(int, conv_dim, 0, KeyRule::at_least(0).note("0 = no conv LoRA"),                           \
@@ -112,14 +113,18 @@
       "kohya's module_dropout: a whole module skipped with this probability while training")     \
   KEY(bool, dim_from_weights, false, KeyRule::any(),                                             \
       "kohya --dim_from_weights: the modules, ranks and alphas of network_weights")              \
-  KEY(std::string, algo, "lora", KeyRule::one_of({"lora", "loha", "lokr"}),                      \
-      "adapter algorithm, LyCORIS's network_args algo: lora (networks.lora), loha or lokr")      \
+  KEY(std::string, algo, "lora", KeyRule::one_of({"lora", "loha", "lokr", "oft"}),               \
+      "adapter algorithm: lora (networks.lora), loha / lokr (LyCORIS), oft (networks.oft)")      \
   KEY(int, factor, -1, KeyRule::at_least(-1).note("-1 = the most balanced split"),               \
       "LyCORIS LoKr factor: the size of the Kronecker product's first factor")                   \
   KEY(bool, decompose_both, false, KeyRule::any(),                                               \
       "LyCORIS LoKr decompose_both: the first Kronecker factor low-rank too")                    \
   KEY(bool, dora_wd, false, KeyRule::any(),                                                      \
-      "LyCORIS dora_wd: DoRA weight decomposition, a trained magnitude per output row")
+      "LyCORIS dora_wd: DoRA weight decomposition, a trained magnitude per output row")          \
+  KEY(bool, enable_all_linear, false, KeyRule::any(),                                            \
+      "kohya networks.oft: every Linear / 1x1 conv of the transformers, not only attention")     \
+  KEY(bool, enable_conv, false, KeyRule::any(),                                                  \
+      "kohya networks.oft: the ResBlock, Downsample and Upsample layers too")
 
 // training: kohya train_network.py's training arguments.
 #define LF_TRAINING_KEYS(KEY)                                                                      \

@@ -258,9 +258,9 @@ const std::vector<KohyaArg>& table() {
       noop_only("fp8_base_unet", "off", "not implemented in lorafleet yet (fp8_base is)"),
       key("network_weights"),
       mapped("network_module",
-             "networks.lora (lorafleet's LoRA / LoCon), or lycoris.kohya with network_args "
-             "algo=loha or algo=lokr (LyCORIS LoHa / LoKr); other modules and algos are not "
-             "implemented in lorafleet yet"),
+             "networks.lora (lorafleet's LoRA / LoCon), networks.oft (kohya's OFT: network.algo "
+             "oft), or lycoris.kohya with network_args algo=loha or algo=lokr (LyCORIS LoHa / "
+             "LoKr); other modules and algos are not implemented in lorafleet yet"),
       key("network_dim"),
       key("network_alpha"),
       key("network_dropout"),

@@ -339,9 +339,10 @@ class KohyaToml {
     if (a.name == "network_args") return network_args(a);
     if (a.name == "network_module") {
       const std::string m = string_arg(a);
-      if (m != "networks.lora" && m != "lycoris.kohya") {
+      if (m != "networks.lora" && m != "lycoris.kohya" && m != "networks.oft") {
         fail(a, "'" + m + "' is " + not_implemented +
-                    ": lorafleet trains networks.lora and lycoris.kohya (algo=loha / lokr) only");
+                    ": lorafleet trains networks.lora, networks.oft and lycoris.kohya (algo=loha / "
+                    "lokr) only");
       }
       network_module_ = std::make_pair(a, m);
       return;
@@ -406,6 +407,16 @@ class KohyaToml {
     }
     if (k == "algo") algo_ = std::make_pair(a, v);
     if (k == "dora_wd" && (v == "True" || v == "true")) dora_ = a;
+    if (k == "enable_all_linear" || k == "enable_conv") {
+      // kohya networks.oft reads them with Python's bool(str): every non-empty value is true.
+      if (v != "True" && v != "true") {
+        fail(a, k + "=" + v +
+                    " would be true in kohya networks.oft (it takes bool() of the "
+                    "string, so any value turns it on); write " +
+                    k + "=True, or leave the argument out to keep it off");
+      }
+      oft_args_.push_back(a);
+    }
     set_key(a, "network." + k, network_value(key->kind, v));
   }
 
@@ -413,7 +424,24 @@ class KohyaToml {
   // (LyCORIS's default, its own LoCon, is not lorafleet's networks.lora), and an algo other than
   // lora needs lycoris.kohya (kohya's networks.lora ignores the argument and trains plain LoRA).
   void check_network_module() {
+    const bool oft = network_module_ && network_module_->second == "networks.oft";
+    if (oft && algo_) {
+      fail(algo_->first,
+           "networks.oft has no algo argument (kohya's OFT module ignores it); "
+           "remove algo=" +
+               algo_->second);
+    }
+    if (!oft && !oft_args_.empty()) {
+      fail(oft_args_.front(),
+           "enable_all_linear / enable_conv are networks.oft arguments: they need "
+           "network_module = \"networks.oft\"");
+    }
+    if (oft) set_key(network_module_->first, "network.algo", quoted("oft"));
     const bool lycoris = network_module_ && network_module_->second == "lycoris.kohya";
+    if (lycoris && algo_ && algo_->second == "oft") {  // lorafleet's algo oft is kohya's module
+      fail(algo_->first, "LyCORIS's OFT (algo=diag-oft) is " + std::string(not_implemented) +
+                             "; kohya's OFT is: network_module = \"networks.oft\"");
+    }
     if (lycoris && (!algo_ || algo_->second == "lora")) {
       fail(network_module_->first,
            "'lycoris.kohya' needs network_args \"algo=loha\" or \"algo=lokr\" (LyCORIS's algo "
@@ -473,6 +501,7 @@ class KohyaToml {
   std::optional<std::pair<TomlArg, std::string>> network_module_;  // and the module given
   std::optional<std::pair<TomlArg, std::string>> algo_;            // network_args' algo=...
   std::optional<TomlArg> dora_;                                    // network_args' dora_wd=True
+  std::vector<TomlArg> oft_args_;  // network_args enable_all_linear / enable_conv
 };
 
 // Every mapping and list of `node` in flow style, so that it is emitted on one line.

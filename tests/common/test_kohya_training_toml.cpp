@@ -396,10 +396,10 @@ TEST_F(KohyaTrainingToml, RefusedArgumentsAreNamedWithTheReason) {
             "train.toml:4: kohya argument 'sample_every_n_steps': refused: lorafleet does not "
             "generate sample images during training (only off (false, 0, \"\" or []) is "
             "accepted, got 100)");
-  EXPECT_EQ(error_of(minimal("network_module = \"networks.oft\"\n")),
-            "train.toml:4: kohya argument 'network_module': 'networks.oft' is not implemented "
-            "in lorafleet yet: lorafleet trains networks.lora and lycoris.kohya (algo=loha / lokr) "
-            "only");
+  EXPECT_EQ(error_of(minimal("network_module = \"networks.dylora\"\n")),
+            "train.toml:4: kohya argument 'network_module': 'networks.dylora' is not implemented "
+            "in lorafleet yet: lorafleet trains networks.lora, networks.oft and lycoris.kohya "
+            "(algo=loha / lokr) only");
   EXPECT_EQ(error_of(minimal("save_model_as = \"ckpt\"\n")),
             "train.toml:4: kohya argument 'save_model_as': 'ckpt' refused: lorafleet writes "
             ".safetensors only");
@@ -463,8 +463,51 @@ TEST_F(KohyaTrainingToml, LycorisModuleWithAlgoLoHaOrLoKr) {
   EXPECT_TRUE(from_toml(minimal("network_module = \"lycoris.kohya\"\n"
                                 "network_args = [\"algo=loha\", \"dora_wd=True\"]\n"))
                   .network.dora_wd);
-  EXPECT_NE(error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=oft\"]\n"))
-                .find("network.algo"),
+  EXPECT_NE(
+      error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=diag-oft\"]\n"))
+          .find("network.algo"),
+      std::string::npos);
+  EXPECT_EQ(
+      error_of(minimal("network_module = \"lycoris.kohya\"\nnetwork_args = [\"algo=oft\"]\n")),
+      "train.toml:5: kohya argument 'network_args': LyCORIS's OFT (algo=diag-oft) is not "
+      "implemented in lorafleet yet; kohya's OFT is: network_module = \"networks.oft\"");
+}
+
+// kohya networks.oft: network_module selects network.algo oft, its two network_args are
+// Python bool() of a string (so only a true spelling is taken), and algo= does not belong.
+TEST_F(KohyaTrainingToml, NetworksOftModuleWithItsArguments) {
+  const JobConfig c = from_toml(
+      minimal("network_module = \"networks.oft\"\nnetwork_dim = 8\nnetwork_alpha = 0.001\n"
+              "network_args = [\"enable_all_linear=True\", \"enable_conv=True\"]\n"));
+  EXPECT_EQ(c.network.algo, "oft");
+  EXPECT_EQ(c.network.network_dim, 8);
+  EXPECT_DOUBLE_EQ(c.network.network_alpha, 0.001);
+  EXPECT_TRUE(c.network.enable_all_linear);
+  EXPECT_TRUE(c.network.enable_conv);
+  EXPECT_FALSE(c.network.trains_text_encoder());  // kohya's OFT: the U-Net only
+  const JobConfig plain = from_toml(minimal("network_module = \"networks.oft\"\n"));
+  EXPECT_FALSE(plain.network.enable_all_linear);
+  EXPECT_FALSE(plain.network.enable_conv);
+  std::string warnings;
+  for (const std::string& w : plain.dataset_warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("key 'network.network_alpha': 1.000000 is large for OFT"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(error_of(minimal("network_module = \"networks.oft\"\n"
+                             "network_args = [\"enable_conv=False\"]\n")),
+            "train.toml:5: kohya argument 'network_args': enable_conv=False would be true in kohya "
+            "networks.oft (it takes bool() of the string, so any value turns it on); write "
+            "enable_conv=True, or leave the argument out to keep it off");
+  EXPECT_EQ(error_of(minimal("network_args = [\"enable_conv=True\"]\n")),
+            "train.toml:4: kohya argument 'network_args': enable_all_linear / enable_conv are "
+            "networks.oft arguments: they need network_module = \"networks.oft\"");
+  EXPECT_EQ(error_of(minimal("network_module = \"networks.oft\"\n"
+                             "network_args = [\"algo=loha\"]\n")),
+            "train.toml:5: kohya argument 'network_args': networks.oft has no algo argument "
+            "(kohya's OFT module ignores it); remove algo=loha");
+  EXPECT_NE(error_of(minimal("network_module = \"networks.oft\"\n"
+                             "network_args = [\"conv_dim=4\"]\n"))
+                .find("network.conv_dim': not available with network.algo oft"),
             std::string::npos);
 }
 

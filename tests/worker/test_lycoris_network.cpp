@@ -13,6 +13,7 @@
 #include "common/config/job_config.h"
 #include "model/model_config.h"
 #include "model/unet.h"
+#include "tests/worker/tiny_unet_test.h"
 #include "train/seeding.h"
 #include "worker/io/lora_file.h"
 #include "worker/io/tensor_file.h"
@@ -26,15 +27,10 @@ constexpr const char* kToQ = "lora_unet_down_blocks_0_attentions_0_transformer_b
 constexpr const char* kConv = "lora_unet_down_blocks_0_resnets_0_conv1";
 
 JobConfig loha_config(const std::string& extra = "", const std::string& algo = "loha") {
-  return parse_job_config(
-      "model:\n  pretrained_model_name_or_path: /m/base.safetensors\n"
-      "dataset:\n  train_data_dir: /d\n"
-      "network:\n  algo: " +
-          algo +
-          "\n  network_dim: 4\n  network_alpha: 2\n  conv_dim: 2\n"
-          "  conv_alpha: 1\n" +
-          extra,
-      "t.yaml");
+  return test::network_job_config("  algo: " + algo +
+                                  "\n  network_dim: 4\n  network_alpha: 2\n  conv_dim: 2\n"
+                                  "  conv_alpha: 1\n" +
+                                  extra);
 }
 
 // LoHa: rank 4 / alpha 2, LoCon rank 2 / alpha 1. LoKr: rank 2 / alpha 1 (rank 4 would make the
@@ -53,21 +49,10 @@ LoRANetworkOptions lycoris_options(LoRAAlgo algo, bool dora = false) {
   return o;
 }
 
-bool same_bytes(const torch::Tensor& a, const torch::Tensor& b) {
-  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
-         torch::equal(a.contiguous(), b.contiguous());
-}
+using test::same_bytes;
 
-class TinyLoHa : public ::testing::Test {
+class TinyLoHa : public test::TinyUNetTest {
  protected:
-  TinyLoHa() : unet_(nullptr) {
-    torch::manual_seed(11);
-    unet_ = UNetModel(model_preset("tiny").unet);
-    at::Generator gen = make_cpu_generator(5);
-    x_ = torch::randn({2, 4, 8, 8}, gen);
-    context_ = torch::randn({2, 7, 64}, gen);
-    target_ = torch::randn({2, 4, 8, 8}, gen);
-  }
   std::unique_ptr<LoRANetwork> make(uint64_t seed, LoRAAlgo algo = LoRAAlgo::kLoHa,
                                     bool dora = false) {
     at::Generator gen = make_cpu_generator(seed);
@@ -78,9 +63,6 @@ class TinyLoHa : public ::testing::Test {
   // Trains, saves with `config`'s metadata and reloads a network of `algo`; returns the file.
   LoadedTensors train_save_reload(LoRAAlgo algo, const JobConfig& config,
                                   const std::string& variant, bool dora = false);
-  torch::Tensor run() { return unet_->forward(x_, torch::tensor({10, 981}), context_); }
-  UNetModel unet_;
-  torch::Tensor x_, context_, target_;
 };
 
 TEST_F(TinyLoHa, InitIsLycorisLohaModulesAndStartsAsTheBase) {
@@ -117,21 +99,9 @@ LoadedTensors TinyLoHa::train_save_reload(LoRAAlgo algo, const JobConfig& config
   auto lora = make(3, algo, dora);
   std::map<std::string, torch::Tensor> before;
   for (const auto& [k, v] : lora->state_dict()) before[k] = v.clone();
-  std::vector<double> losses;
-  auto params = lora->parameters();
-  const auto names = lora->parameter_names();
-  for (int step = 0; step < 4; ++step) {
-    torch::Tensor loss = (run() - target_).square().mean();
-    losses.push_back(loss.item<double>());
-    loss.backward();
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      // From the second step on (the zero factor no longer 0) every factor has a gradient.
-      if (step > 0) EXPECT_GT(params[i].grad().abs().max().item<double>(), 0.0) << names[i];
-      params[i].sub_(params[i].grad() * 0.05);
-      params[i].grad().zero_();
-    }
-  }
+  // From the second step on (the zero factor no longer 0) every factor has a gradient.
+  const std::vector<double> losses =
+      train_sgd(lora->parameters(), lora->parameter_names(), 0.05, /*grads_from=*/1);
   for (double l : losses) EXPECT_TRUE(std::isfinite(l));
   EXPECT_LT(losses.back(), losses.front());
   const auto trained = lora->state_dict();
@@ -280,7 +250,7 @@ TEST(LoHaConfig, OptionsLoHaDoesNotTakeAreRefusedByKey) {
     }
   }
   EXPECT_THROW(parse_job_config("model:\n  pretrained_model_name_or_path: /m/b.safetensors\n"
-                                "dataset:\n  train_data_dir: /d\nnetwork:\n  algo: oft\n",
+                                "dataset:\n  train_data_dir: /d\nnetwork:\n  algo: diag-oft\n",
                                 "t.yaml"),
                ConfigError);
 }

@@ -147,9 +147,11 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_max_train_steps"] = std::to_string(f.max_train_steps);
   m["ss_lr_warmup_steps"] = tr.lr_warmup_steps.text();  // as given, as kohya writes it
   m["ss_lr_scheduler"] = kohya_ss_lr_scheduler(tr, py_float(tr.learning_rate));
-  // LyCORIS's kohya entry point writes "lycoris.kohya" and its algo among the network_args.
-  const bool lycoris = c.network.algo != "lora" || c.network.dora_wd;
-  m["ss_network_module"] = lycoris ? "lycoris.kohya" : "networks.lora";
+  // LyCORIS's kohya entry point writes "lycoris.kohya" and its algo among the network_args;
+  // kohya's OFT is its own module.
+  const bool oft = c.network.algo == "oft";
+  const bool lycoris = (c.network.algo != "lora" && !oft) || c.network.dora_wd;
+  m["ss_network_module"] = oft ? "networks.oft" : lycoris ? "lycoris.kohya" : "networks.lora";
   m["ss_network_dim"] = std::to_string(c.network.network_dim);
   m["ss_network_alpha"] = py_float(c.network.network_alpha);
   m["ss_network_dropout"] = optional_lr(c.network.network_dropout);  // kohya --network_dropout
@@ -159,6 +161,8 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   if (c.network.factor != -1) network_args.emplace_back("factor", std::to_string(c.network.factor));
   if (c.network.decompose_both) network_args.emplace_back("decompose_both", "True");
   if (c.network.dora_wd) network_args.emplace_back("dora_wd", "True");
+  if (c.network.enable_all_linear) network_args.emplace_back("enable_all_linear", "True");
+  if (c.network.enable_conv) network_args.emplace_back("enable_conv", "True");
   if (c.network.conv_dim > 0) {
     network_args.emplace_back("conv_dim", std::to_string(c.network.conv_dim));
     network_args.emplace_back("conv_alpha", py_float(c.network.conv_alpha));

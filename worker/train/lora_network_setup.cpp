@@ -28,10 +28,13 @@ LoRANetworkSetup lora_network_setup(const JobConfig& config, SDModels& models) {
   const bool sdxl = models.preset.family == ModelFamily::kSDXL;
   LoRANetworkSetup setup;
   LoRANetworkOptions& o = setup.options;
-  // job_keys.h: lora | loha | lokr
+  // job_keys.h: lora | loha | lokr | oft
   o.algo = net.algo == "loha"   ? LoRAAlgo::kLoHa
            : net.algo == "lokr" ? LoRAAlgo::kLoKr
+           : net.algo == "oft"  ? LoRAAlgo::kOFT
                                 : LoRAAlgo::kLoRA;
+  o.oft_enable_all_linear = net.enable_all_linear;
+  o.oft_enable_conv = net.enable_conv;
   o.lokr_factor = net.factor;
   o.decompose_both = net.decompose_both;
   o.dora_wd = net.dora_wd;
