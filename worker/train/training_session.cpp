@@ -206,13 +206,20 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   params = lora->parameters();
   param_names = lora->parameter_names();
   broadcast_parameters(comm, params, 0);
-  const std::size_t te_modules = lora->text_encoder_parameters().size() / 2;
+  std::size_t te_modules = 0;
+  for (const std::string& name : lora->module_names()) te_modules += name.rfind("lora_te", 0) == 0;
   if (rank == 0) {
-    LF_INFO("LoRA: " << lora->module_names().size() << " modules (" << te_modules
-                     << " on the text encoders), network_dim " << net.network_dim
-                     << ", network_alpha " << net.network_alpha
-                     << (net.conv_dim > 0 ? ", conv_dim " + std::to_string(net.conv_dim) : "")
-                     << ", " << lora->num_parameters() << " parameters");
+    const bool oft = net.algo == "oft";
+    const std::string kind = oft                  ? "OFT"
+                             : net.algo == "loha" ? "LoHa"
+                             : net.algo == "lokr" ? "LoKr"
+                                                  : "LoRA";
+    LF_INFO(kind << ": " << lora->module_names().size() << " modules (" << te_modules
+                 << " on the text encoders), network_dim " << net.network_dim
+                 << (oft ? " (blocks per layer)" : "") << ", network_alpha " << net.network_alpha
+                 << (oft ? " (constraint = alpha x out_dim)" : "")
+                 << (net.conv_dim > 0 ? ", conv_dim " + std::to_string(net.conv_dim) : "") << ", "
+                 << lora->num_parameters() << " parameters");
   }
   train_unet = options.train_unet;
   train_text_encoder = te_modules > 0;
