@@ -5,7 +5,7 @@
 //    --resume 2 steps give the bytes of 4 straight (their state, d and schedule-free's z and
 //    weight sums, is in the checkpoint; schedule-free saves its evaluation weights x and
 //    resumes from them);
-//  - a Prodigy checkpoint of 2 ranks resumes on 1 rank;
+//  - a Prodigy checkpoint of 2 ranks resumes on 1 rank, and with AdamW is refused (exit 3);
 //  - the optimizers change the LoRA (the AdamW run differs from both);
 //  - AdamW8bit is refused with its reason, before any worker trains.
 #include <gtest/gtest.h>
@@ -96,6 +96,23 @@ TEST_F(Optimizers, ProdigyAndScheduleFreeResumeExactlyAndProdigyOnAnotherWorldSi
   for (const auto& e : fs::directory_iterator(one + "/checkpoints")) {
     if (e.path().filename().string().find("00000002") == std::string::npos) fs::remove_all(e);
   }
+  // Resuming it with another optimizer_type is refused as bad input (exit 3), naming the key,
+  // and leaves the checkpoints as they were.
+  const std::string other = (dir_ / "prodigy_as_adamw").string();
+  fs::remove_all(other);
+  fs::copy(one, other, fs::copy_options::recursive);
+  RunResult refused =
+      run(config("prodigy_as_adamw", other, "  learning_rate: 0.001\n"), 1, "--resume " + other);
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("key 'training.optimizer_type': the checkpoint was trained "
+                                "with Prodigy, the job has AdamW"),
+            std::string::npos)
+      << refused.output;
+  std::size_t kept = 0;
+  for (const auto& e : fs::directory_iterator(other + "/checkpoints")) kept += e.is_directory();
+  EXPECT_EQ(kept, 1u);
+  EXPECT_FALSE(fs::exists(other + "/e2e.safetensors"));
+
   RunResult c = run(config("prodigy_one", one,
                            "  learning_rate: 1.0\n  optimizer_type: Prodigy\n"
                            "  optimizer_args: [\"d_coef=2\", \"weight_decay=0.01\", "

@@ -56,11 +56,12 @@ ResumePoint open_resume_point(const JobAssignment& job, const JobConfig& config)
   // Older checkpoints lack these (0 / empty): nothing to compare then.
   if (s.gradient_accumulation_steps != 0 &&
       s.gradient_accumulation_steps != config.training.gradient_accumulation_steps) {
-    throw std::runtime_error(point.dir + ": checkpoint was trained with "
-                             "training.gradient_accumulation_steps " +
-                             std::to_string(s.gradient_accumulation_steps) + ", the job has " +
-                             std::to_string(config.training.gradient_accumulation_steps) +
-                             " (changing it would regroup the epoch and change the schedule)");
+    throw ConfigError(point.dir +
+                      ": checkpoint was trained with "
+                      "training.gradient_accumulation_steps " +
+                      std::to_string(s.gradient_accumulation_steps) + ", the job has " +
+                      std::to_string(config.training.gradient_accumulation_steps) +
+                      " (changing it would regroup the epoch and change the schedule)");
   }
   if (!s.batch_sizes.empty() && s.batch_sizes != batch_sizes_of(config)) {
     auto list = [](const std::vector<std::int64_t>& v) {
@@ -68,10 +69,9 @@ ResumePoint open_resume_point(const JobAssignment& job, const JobConfig& config)
       for (std::int64_t x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
       return "[" + out + "]";
     };
-    throw std::runtime_error(point.dir + ": checkpoint was trained with per-dataset batch sizes " +
-                             list(s.batch_sizes) + ", the job has " +
-                             list(batch_sizes_of(config)) +
-                             " (changing them would change the epoch plan)");
+    throw ConfigError(point.dir + ": checkpoint was trained with per-dataset batch sizes " +
+                      list(s.batch_sizes) + ", the job has " + list(batch_sizes_of(config)) +
+                      " (changing them would change the epoch plan)");
   }
   return point;
 }
@@ -84,6 +84,14 @@ TrainState apply_resume_point(ResumePoint point, const JobAssignment& job, int r
   LoadedTensors weights = load_safetensors(dir + "/lora.safetensors");
   lora.load_state_dict(std::map<std::string, at::Tensor>(weights.tensors.begin(),
                                                          weights.tensors.end()));
+  // A config change, not a fault a restart cures: exit 3 so that supervisors stop retrying.
+  const std::string saved_optimizer = LoRAOptimizer::saved_type(state.optimizer);
+  if (saved_optimizer != optimizer.type()) {
+    throw ConfigError(dir + ": key 'training.optimizer_type': the checkpoint was trained with " +
+                      saved_optimizer + ", the job has " + optimizer.type() +
+                      " (an optimizer's state does not carry over to another; resume with " +
+                      saved_optimizer + " or start a new output_dir)");
+  }
   optimizer.load_state_dict(state.optimizer, param_names);
   state.optimizer.clear();
   // The noise stream is a pure function of (seed, rank, step); the saved generator state must

@@ -11,16 +11,15 @@ namespace {
 
 const std::string kMarkerPrefix = "optimizer.";
 
-// The optimizer type a state was saved by: its marker, or AdamW for a state without one.
-std::string saved_type(const std::map<std::string, torch::Tensor>& state) {
+}  // namespace
+
+std::string LoRAOptimizer::saved_type(const std::map<std::string, torch::Tensor>& state) {
   auto it = state.lower_bound(kMarkerPrefix);
   if (it != state.end() && it->first.compare(0, kMarkerPrefix.size(), kMarkerPrefix) == 0) {
     return it->first.substr(kMarkerPrefix.size());
   }
   return "AdamW";
 }
-
-}  // namespace
 
 LoRAOptimizer::LoRAOptimizer(std::vector<torch::Tensor> params, std::vector<double> lr_multipliers)
     : params_(std::move(params)), multipliers_(std::move(lr_multipliers)) {

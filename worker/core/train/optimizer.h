@@ -61,6 +61,8 @@ class LoRAOptimizer {
   // the checkpoint when it differs, and the missing keys or mismatched shapes.
   void load_state_dict(const std::map<std::string, torch::Tensor>& state,
                        const std::vector<std::string>& param_names);
+  // The type() a state_dict() was saved by: its marker, or "AdamW" for a state without one.
+  static std::string saved_type(const std::map<std::string, torch::Tensor>& state);
 
   const std::vector<torch::Tensor>& params() const { return params_; }
   const std::vector<double>& lr_multipliers() const { return multipliers_; }
