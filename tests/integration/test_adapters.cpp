@@ -5,7 +5,9 @@
 // 4 straight:
 //  - kohya OFT (algo oft, enable_conv): only oft_unet_* oft_blocks / alpha in the file,
 //    ss_network_module networks.oft, every block moved off its zero start;
-//  - LyCORIS LoHa (algo loha): hada_* factors, ss_network_module lycoris.kohya.
+//  - LyCORIS LoHa (algo loha): hada_* factors, ss_network_module lycoris.kohya;
+//  - LyCORIS LoKr with DoRA (algo lokr, dora_wd): lokr_* factors and a trained dora_scale per
+//    module, ss_network_args naming both.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -83,6 +85,27 @@ TEST_F(Adapters, LyCORISLoHaTrainsOnTwoRanksAndResumesExactly) {
   std::size_t hada = 0;
   for (const auto& kv : file.tensors) hada += kv.first.find(".hada_w2_a") != std::string::npos;
   EXPECT_GT(hada, 0u);
+}
+
+TEST_F(Adapters, LyCORISLoKrWithDoRATrainsOnTwoRanksAndResumesExactly) {
+  const std::string path =
+      expect_exact_resume("lokr",
+                          "  algo: lokr\n  network_dim: 4\n  network_alpha: 2.0\n  factor: 4\n"
+                          "  dora_wd: true\n");
+  const lf::LoadedTensors file = lf::load_safetensors(path, false, lf::kKeepStoredDtype);
+  EXPECT_EQ(file.metadata.at("ss_network_module"), "lycoris.kohya");
+  const std::string args = file.metadata.at("ss_network_args");
+  EXPECT_NE(args.find("\"algo\": \"lokr\""), std::string::npos) << args;
+  EXPECT_NE(args.find("\"dora_wd\": \"True\""), std::string::npos) << args;
+  std::size_t lokr = 0, dora = 0, hada = 0;
+  for (const auto& kv : file.tensors) {
+    lokr += kv.first.find(".lokr_w1") != std::string::npos;
+    dora += kv.first.find(".dora_scale") != std::string::npos;
+    hada += kv.first.find(".hada_") != std::string::npos;
+  }
+  EXPECT_GT(lokr, 0u);
+  EXPECT_EQ(dora, lokr) << "one dora_scale per LoKr module";
+  EXPECT_EQ(hada, 0u);
 }
 
 }  // namespace
