@@ -96,8 +96,8 @@ TEST_F(Optimizers, ProdigyAndScheduleFreeResumeExactlyAndProdigyOnAnotherWorldSi
   for (const auto& e : fs::directory_iterator(one + "/checkpoints")) {
     if (e.path().filename().string().find("00000002") == std::string::npos) fs::remove_all(e);
   }
-  // Resuming it with another optimizer_type is refused as bad input (exit 3), naming the key,
-  // and leaves the checkpoints as they were.
+  // Resuming it with another optimizer_type is refused as bad input (exit 3) before the model
+  // loads, naming the key, and leaves the checkpoints as they were.
   const std::string other = (dir_ / "prodigy_as_adamw").string();
   fs::remove_all(other);
   fs::copy(one, other, fs::copy_options::recursive);
@@ -108,6 +108,8 @@ TEST_F(Optimizers, ProdigyAndScheduleFreeResumeExactlyAndProdigyOnAnotherWorldSi
                                 "with Prodigy, the job has AdamW"),
             std::string::npos)
       << refused.output;
+  EXPECT_EQ(refused.output.find(" modules ("), std::string::npos)
+      << "refused before the model and the network are built";
   std::size_t kept = 0;
   for (const auto& e : fs::directory_iterator(other + "/checkpoints")) kept += e.is_directory();
   EXPECT_EQ(kept, 1u);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/config/job_config.h"
+#include "common/config/optimizer_keys.h"
 #include "common/util/log.h"
 #include "worker/io/tensor_file.h"
 #include "worker/train/rng_streams.h"
@@ -35,6 +36,23 @@ std::vector<std::int64_t> batch_sizes_of(const JobConfig& config) {
   for (const DatasetConfig& d : config.datasets) out.push_back(d.batch_size);
   return out;
 }
+
+namespace {
+
+// A config change, not a fault a restart cures: ConfigError (exit 3), so that supervisors stop
+// retrying. A config whose optimizer keys are bad is left to build_lora_optimizer's message.
+void refuse_other_optimizer(const ResumePoint& point, const JobConfig& config) {
+  const auto [choice, error] = read_optimizer(config.training);
+  const std::string saved = LoRAOptimizer::saved_type(point.state.optimizer);
+  if (error || saved == choice.type) return;
+  throw ConfigError(point.dir +
+                    ": key 'training.optimizer_type': the checkpoint was trained with " + saved +
+                    ", the job has " + choice.type +
+                    " (an optimizer's state does not carry over to another; resume with " + saved +
+                    " or start a new output_dir)");
+}
+
+}  // namespace
 
 ResumePoint open_resume_point(const JobAssignment& job, const JobConfig& config) {
   ResumePoint point;
@@ -73,6 +91,7 @@ ResumePoint open_resume_point(const JobAssignment& job, const JobConfig& config)
                       list(s.batch_sizes) + ", the job has " + list(batch_sizes_of(config)) +
                       " (changing them would change the epoch plan)");
   }
+  refuse_other_optimizer(point, config);
   return point;
 }
 
@@ -82,16 +101,8 @@ TrainState apply_resume_point(ResumePoint point, const JobAssignment& job, int r
   const std::string& dir = point.dir;
   TrainState& state = point.state;
   LoadedTensors weights = load_safetensors(dir + "/lora.safetensors");
-  lora.load_state_dict(std::map<std::string, at::Tensor>(weights.tensors.begin(),
-                                                         weights.tensors.end()));
-  // A config change, not a fault a restart cures: exit 3 so that supervisors stop retrying.
-  const std::string saved_optimizer = LoRAOptimizer::saved_type(state.optimizer);
-  if (saved_optimizer != optimizer.type()) {
-    throw ConfigError(dir + ": key 'training.optimizer_type': the checkpoint was trained with " +
-                      saved_optimizer + ", the job has " + optimizer.type() +
-                      " (an optimizer's state does not carry over to another; resume with " +
-                      saved_optimizer + " or start a new output_dir)");
-  }
+  lora.load_state_dict(
+      std::map<std::string, at::Tensor>(weights.tensors.begin(), weights.tensors.end()));
   optimizer.load_state_dict(state.optimizer, param_names);
   state.optimizer.clear();
   // The noise stream is a pure function of (seed, rank, step); the saved generator state must

@@ -32,13 +32,12 @@ std::vector<std::int64_t> batch_sizes_of(const JobConfig& config);
 // Opens the checkpoint the coordinator chose for the group (it may have been written by another
 // number of ranks: the coordinator replanned the rest of the job for this one). Throws
 // std::runtime_error naming the checkpoint when its seed or position differ from the job's, and
-// ConfigError (exit 3) when its gradient accumulation or batch sizes do.
+// ConfigError (exit 3) when its optimizer_type, gradient accumulation or batch sizes do.
 ResumePoint open_resume_point(const JobAssignment& job, const JobConfig& config);
 
 // Restores LoRA weights and optimizer state from `point` and checks that the saved noise
 // generator of `rank` is the one this version draws; returns the position to continue at.
-// Throws ConfigError (exit 3) naming the checkpoint and 'training.optimizer_type' when the
-// checkpoint's optimizer differs from the job's, std::runtime_error on another mismatch.
+// Throws std::runtime_error naming the checkpoint on a mismatch.
 TrainState apply_resume_point(ResumePoint point, const JobAssignment& job, int rank,
                               LoRANetwork& lora, LoRAOptimizer& optimizer,
                               const std::vector<std::string>& param_names);
