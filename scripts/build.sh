@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures (once) and builds lorafleet into build/ with Ninja, ccache and precompiled headers.
 # A warm rebuild with nothing changed takes seconds. BUILD_DIR and BUILD_TYPE may be overridden.
+# Usage: build.sh [TARGET...]: every target (tests included), or only the named ones and what
+# they link (scripts/demo.sh builds just the programs it runs).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
@@ -12,4 +14,8 @@ export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+if [ "$#" -gt 0 ]; then
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$@"
+else
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+fi
