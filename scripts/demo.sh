@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The demo job (README): installs what is missing, builds the programs it runs, prepares the demo dataset and the
-# tiny base checkpoint, then runs a coordinator and `mpirun -np 2` workers on this machine and
-# prints where the LoRA, the checkpoints and the metrics are. Idempotent: a second run reuses
-# the install and the build, and moves the previous run's outputs aside instead of overwriting.
+# The demo job (README): installs what is missing, builds the programs it runs, prepares the
+# demo dataset and the tiny base checkpoint, then runs a coordinator and `mpirun -np 2` workers
+# on this machine and prints where the LoRA, the checkpoints and the metrics are. Idempotent: a
+# second run reuses the install and the build, and moves the previous run's outputs aside
+# instead of overwriting.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONFIG="${1:-configs/demo.yaml}"

@@ -287,6 +287,7 @@ TEST_F(TinyLoRA, TextEncoderModulesPerFamilyAndParameterGroups) {
   EXPECT_EQ(sd1->module_names()[0], "lora_te_text_model_encoder_layers_0_mlp_fc1");
   EXPECT_EQ(sd1->unet_parameters().size(), 2u * 84u);
   EXPECT_EQ(sd1->text_encoder_parameters().size(), 2u * 72u);
+  EXPECT_EQ(sd1->num_text_encoder_modules(), 72u);
   EXPECT_TRUE(sd1->text_encoder_parameters()[0].is_same(sd1->parameters()[0]));
   auto sd = sd1->state_dict();
   EXPECT_EQ(sd.at("lora_te_text_model_encoder_layers_11_self_attn_q_proj.lora_down.weight").sizes(),

@@ -70,6 +70,7 @@ TEST_F(TinyOFT, TargetsAndNamesAreKohyaOFTNetworks) {
     EXPECT_TRUE(same_bytes(run(), base));  // R = I exactly, so R W = W
     EXPECT_EQ(oft->unet_parameters().size(), 56u);
     EXPECT_TRUE(oft->text_encoder_parameters().empty());
+    EXPECT_EQ(oft->num_text_encoder_modules(), 0u);
   }
   // enable_all_linear: + proj_in, proj_out, ff.net.0.proj, ff.net.2 per transformer.
   EXPECT_EQ(make(true)->module_names().size(), 84u);

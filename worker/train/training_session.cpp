@@ -206,8 +206,7 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   params = lora->parameters();
   param_names = lora->parameter_names();
   broadcast_parameters(comm, params, 0);
-  std::size_t te_modules = 0;
-  for (const std::string& name : lora->module_names()) te_modules += name.rfind("lora_te", 0) == 0;
+  const std::size_t te_modules = lora->num_text_encoder_modules();
   if (rank == 0) {
     const bool oft = net.algo == "oft";
     const std::string kind = oft                  ? "OFT"

@@ -394,6 +394,11 @@ std::vector<torch::Tensor> LoRANetwork::text_encoder_parameters() const {
   return params;
 }
 
+size_t LoRANetwork::num_text_encoder_modules() const {
+  return std::count_if(modules_.begin(), modules_.end(),
+                       [](const auto& entry) { return !is_unet_module(entry.first); });
+}
+
 std::vector<std::string> LoRANetwork::parameter_names() const {
   std::vector<std::string> names;
   for (const auto& entry : modules_) {

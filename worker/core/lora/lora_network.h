@@ -163,6 +163,8 @@ class LoRANetwork {
   // (kohya's unet_lr and text_encoder_lr parameter groups).
   std::vector<torch::Tensor> unet_parameters() const;
   std::vector<torch::Tensor> text_encoder_parameters() const;
+  // Modules on the text encoders (the lora_te* ones text_encoder_parameters() collects).
+  size_t num_text_encoder_modules() const;
   // Names of parameters() in the same order ("<lora_name>.lora_down.weight", ".lora_up.weight";
   // LoHa: "<lora_name>.hada_w1_a", ...).
   std::vector<std::string> parameter_names() const;
