@@ -19,7 +19,6 @@ Run: tests/oracle/regen.sh (or: python make_parity_fixture.py --preset tiny
      --checkpoint tiny.safetensors --output tests/fixtures/oracle/tiny.safetensors).
 """
 import argparse
-import hashlib
 import os
 import sys
 
@@ -34,12 +33,6 @@ CAPTIONS = ["a photo of a cat sitting on a red mat",
             "masterpiece, best quality, 1girl, solo, looking at viewer, Ünïcödé, 🎉"]
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def tokenize(captions, pad):
@@ -121,7 +114,7 @@ def main():
     components = ["unet", "vae.encoder"] + (["vae.decoder"] if has_decoder else []) + \
         [f"te{i}" for i in range(len(encoders))]
     meta = {"preset": spec.name, "input_seed": str(INPUT_SEED),
-            "checkpoint_sha256": sha256_file(args.checkpoint),
+            "checkpoint_sha256": ol.sha256_file(args.checkpoint),
             "checkpoint_seed": file_meta.get("lorafleet.seed", ""),
             "vae_scaling_factor": repr(scale), "components": ",".join(components),
             "generator": "tests/oracle/make_parity_fixture.py"}

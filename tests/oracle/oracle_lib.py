@@ -14,6 +14,7 @@ No ldm<->diffusers name mapping of ours appears here.
 
 Not a test by itself; imported by make_parity_fixture.py and check_full_size.py.
 """
+import hashlib
 import json
 import os
 import tempfile
@@ -248,3 +249,11 @@ def run_text_encoder(te, model, ids):
     if te.apply_final_layer_norm:
         hidden = model.ln_final(hidden)
     return hidden, pooled
+
+def sha256_file(path):
+    """SHA-256 hex of a file (the checkpoint a fixture was made from)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

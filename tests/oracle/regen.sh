@@ -72,6 +72,13 @@ for preset in tiny tiny-sd2 tiny-sdxl; do
     "${OUT}/long_captions_${preset}.safetensors"
 done
 
+# 1b. The samplers of sample images (kohya's sample_sampler names) on the tiny checkpoint.
+if [[ -f "${TMP}/tiny.ckpt.safetensors" ]]; then
+  nice "${PY}" "${ORACLE}/make_sampler_fixture.py" --checkpoint "${TMP}/tiny.ckpt.safetensors" \
+    --output "${TMP}/samplers.safetensors"
+  install_fixture "${TMP}/samplers.safetensors" "${OUT}/samplers.safetensors"
+fi
+
 # 2. Tokenizer ids, the DDPM / v-prediction schedule and kohya's LR schedules.
 nice "${PY}" "${ORACLE}/make_tokenizer_fixture.py" --output "${TMP}/tokenizer_open_clip.json"
 install_fixture "${TMP}/tokenizer_open_clip.json" "${OUT}/tokenizer_open_clip.json"
