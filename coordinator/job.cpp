@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/config/lr_schedule_keys.h"
+#include "common/config/sample_prompts.h"
 #include "common/io/pickle_sniff.h"
 #include "common/io/safetensors.h"
 #include "common/util/log.h"
@@ -80,6 +81,7 @@ CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
     : config_(std::move(config)) {
   for (const std::string& w : config_.dataset_warnings) LF_WARN("config: " << w);
   if (check_model_files) check_job_files();
+  read_sample_prompts();
   dataset_ = scan_dataset(scan_options_from(config_));
   for (const std::string& w : dataset_.warnings) LF_WARN("dataset: " << w);
   log_dataset_summary(dataset_);
@@ -91,6 +93,18 @@ CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
       throw std::runtime_error(config_.source_name + ": output.output_dir: cannot create " +
                                config_.output.output_dir + " (" + ec.message() + ")");
     }
+  }
+}
+
+void CoordinatorJob::read_sample_prompts() {
+  const std::string& path = config_.output.sample_prompts;
+  if (path.empty()) return;
+  try {
+    config_.sample_prompts_text = read_sample_prompts_file(path);
+    const auto prompts = parse_sample_prompts(config_.sample_prompts_text, path);
+    LF_INFO("sample images: " << prompts.size() << " prompts from " << path);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(config_.source_name + ": output.sample_prompts: " + e.what());
   }
 }
 

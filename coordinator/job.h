@@ -104,6 +104,10 @@ class CoordinatorJob {
  private:
   // The base checkpoint is a safetensors file and the vocabulary exists.
   void check_job_files() const;
+  // output.sample_prompts: read into config_.sample_prompts_text (the workers get it from the
+  // assignment) and parsed, so that a bad prompt file fails before any worker starts. Throws
+  // ConfigError naming the key and "<file>:<line>: <problem>".
+  void read_sample_prompts();
   // The LR-schedule keys over the planned total (lr_schedule_keys.h): a ConfigError naming the
   // config and the key, e.g. a warmup of at least the total.
   void check_lr_schedule_over(std::int64_t total_steps) const;

@@ -302,6 +302,7 @@ void CoordinatorService::complete_registration(Clock::time_point now) {
   assignment_.set_job_config_name(c.source_name);
   assignment_.set_base_dir(base_dir_);
   assignment_.set_dataset_config_toml(c.dataset_config_text);
+  assignment_.set_sample_prompts_text(c.sample_prompts_text);
   assignment_.set_shared_seed(job_.shared_seed());
   assignment_.set_max_train_steps(s.max_train_steps);
   assignment_.set_num_epochs(s.num_epochs);

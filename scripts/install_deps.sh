@@ -3,13 +3,14 @@
 # Shared by scripts/demo.sh and scripts/test.sh (and so by .ci/run). Idempotent: every step
 # checks first and skips what is already there.
 #
-#   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, libexif, libjpeg, toml++,
-#                    nlohmann-json, GoogleTest, cpp-httplib, CLI11, ccache, promtool
-#                    (prometheus), curl
+#   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, libexif, libjpeg, libpng, toml++,
+#                    nlohmann-json, GoogleTest, cpp-httplib, CLI11, Boost (CRC32C), ccache,
+#                    promtool (prometheus), curl
 #   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy; Pillow and
 #                    opencv-python-headless for the kohya peer of bench/run_scan_prepare_bench.sh;
 #                    kubernetes-validate (bundled Kubernetes JSON schemas, works offline) for
-#                    scripts/validate_k8s.py (ctest deploy_validate_k8s)
+#                    scripts/validate_k8s.py (ctest deploy_validate_k8s); tensorboard, whose
+#                    event reader checks the TensorBoard logs (integration_test_tensorboard)
 #   .deps/           the CLIP BPE vocabulary from the open_clip_torch wheel, and the
 #                    skimage sample photographs from Debian's python3-skimage package
 set -euo pipefail
@@ -21,6 +22,7 @@ OPEN_CLIP_VERSION="3.3.0"
 PILLOW_VERSION="12.1.1"
 OPENCV_PY_VERSION="4.13.0.92"
 KUBERNETES_VALIDATE_VERSION="1.37.0"
+TENSORBOARD_VERSION="2.21.0"
 SKIMAGE_DEB="python3-skimage"
 mkdir -p "$DEPS"
 
@@ -35,7 +37,7 @@ APT_PACKAGES=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libexif-dev libjpeg-dev
   libcpp-httplib-dev libcli11-dev libssl-dev zlib1g-dev libpcre2-dev
   libtomlplusplus-dev libicu-dev
-  libgloo-dev libsqlite3-dev iproute2 openssl
+  libgloo-dev libsqlite3-dev iproute2 openssl libboost-dev libpng-dev
   prometheus
 )
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -95,6 +97,14 @@ if ! "$VENV/bin/python" -c "import sys, importlib.metadata as m; sys.exit(0 if m
   "$VENV/bin/python" -m pip install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 else
   log "kubernetes-validate $KUBERNETES_VALIDATE_VERSION present"
+fi
+
+# --- tensorboard: its event reader checks lorafleet's event files (integration_test_tensorboard)
+if ! "$VENV/bin/python" -c "import sys, tensorboard; sys.exit(0 if tensorboard.__version__ == '$TENSORBOARD_VERSION' else 1)" 2>/dev/null; then
+  log "pip install tensorboard==$TENSORBOARD_VERSION"
+  "$VENV/bin/python" -m pip install -q "tensorboard==$TENSORBOARD_VERSION"
+else
+  log "tensorboard $TENSORBOARD_VERSION present"
 fi
 
 # --- CLIP BPE vocabulary (shipped by open_clip_torch; never hand-written) -----------------

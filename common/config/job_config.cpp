@@ -314,6 +314,26 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
           "be fetched again when its backward recomputes it)",
           num(w.vram_budget_gb));
 
+  const auto& o = c.output;
+  require(o.log_with.empty() || !o.logging_dir.empty(), "output.log_with",
+          "output.logging_dir set too (the folder the TensorBoard logs go to)",
+          "log_with " + o.log_with + " without a logging_dir");
+
+  const bool samples_wanted =
+      o.sample_every_n_steps > 0 || o.sample_every_n_epochs > 0 || o.sample_at_first;
+  require(!samples_wanted || !o.sample_prompts.empty(),
+          o.sample_every_n_epochs > 0  ? "output.sample_every_n_epochs"
+          : o.sample_every_n_steps > 0 ? "output.sample_every_n_steps"
+                                       : "output.sample_at_first",
+          "output.sample_prompts set too (the prompts of the sample images)", "no sample_prompts");
+  require(!o.sample_use_karras_sigmas || o.sample_sampler == "euler" ||
+              o.sample_sampler == "k_euler" || o.sample_sampler == "dpmsolver++" ||
+              o.sample_sampler == "k_dpm_2" || o.sample_sampler == "dpm_2",
+          "output.sample_use_karras_sigmas",
+          "false unless sample_sampler is euler, dpmsolver++ or k_dpm_2 (diffusers' Karras "
+          "sigmas)",
+          "true with " + o.sample_sampler);
+
   const auto& co = c.coordinator;
   require(co.tls_cert_file.empty() == co.tls_key_file.empty(), "coordinator.tls_cert_file",
           "tls_cert_file and tls_key_file together (or neither)",
@@ -531,6 +551,8 @@ JobConfig parse_job_config(const std::string& yaml_text, const std::string& sour
   d.reg_data_dir = resolve_path(base_dir, d.reg_data_dir);
   n.network_weights = resolve_path(base_dir, n.network_weights);
   o.output_dir = resolve_path(base_dir, o.output_dir);
+  o.logging_dir = resolve_path(base_dir, o.logging_dir);
+  o.sample_prompts = resolve_path(base_dir, o.sample_prompts);
   co.job_token_file = resolve_path(base_dir, co.job_token_file);
   co.tls_cert_file = resolve_path(base_dir, co.tls_cert_file);
   co.tls_key_file = resolve_path(base_dir, co.tls_key_file);

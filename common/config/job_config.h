@@ -109,6 +109,9 @@ struct JobConfig {
   std::string source_name;          // file path (or "<string>") the config came from
   std::string yaml_text;            // the text as read, sent to workers verbatim
   std::string dataset_config_text;  // the kohya .toml's text when dataset_config is set
+  // output.sample_prompts' text: read by the coordinator (CoordinatorJob), which sends it to
+  // the workers; "" without sample prompts.
+  std::string sample_prompts_text;
 };
 
 // Parses YAML text. Relative paths (model, vocab, data dirs, dataset_config, image_dir of

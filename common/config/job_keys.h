@@ -236,28 +236,53 @@
       "LibTorch's deterministic algorithms on CUDA (CPU runs are bit-exact either way)")
 
 // output:
-#define LF_OUTPUT_KEYS(KEY)                                                                  \
-  KEY(std::string, output_dir, "output", KeyRule::non_empty().unit("folder path"),           \
-      "where checkpoints, LoRA files and metric snapshots go (kohya --output_dir)")          \
-  KEY(std::string, output_name, "lora", KeyRule::file_name(),                                \
-      "LoRA file name stem: <output_name>.safetensors (kohya --output_name)")                \
-  KEY(int, keep_last_n_checkpoints, 0, KeyRule::at_least(0).note("0 keeps all"),             \
-      "keep only the newest N committed checkpoints")                                        \
-  KEY(std::string, training_comment, "", KeyRule::any(),                                     \
-      "kohya --training_comment: recorded as ss_training_comment")                           \
-  KEY(bool, no_metadata, false, KeyRule::any(),                                              \
-      "kohya --no_metadata: the LoRA file keeps only the keys loaders need and modelspec.*") \
-  KEY(std::string, metadata_title, "", KeyRule::any(),                                       \
-      "kohya --metadata_title: modelspec.title (empty: output_name)")                        \
-  KEY(std::string, metadata_author, "", KeyRule::any(), "kohya --metadata_author")           \
-  KEY(std::string, metadata_description, "", KeyRule::any(), "kohya --metadata_description") \
-  KEY(std::string, metadata_license, "", KeyRule::any(), "kohya --metadata_license")         \
-  KEY(std::string, metadata_tags, "", KeyRule::any(), "kohya --metadata_tags")               \
-  KEY(std::string, save_precision, "",                                                       \
-      KeyRule::one_of({"float", "fp16", "bf16"})                                             \
-          .note("kohya --save_precision")                                                    \
-          .or_unset("the training dtype"),                                                   \
-      "dtype of the LoRA files; the .alpha scalars stay float32")
+#define LF_OUTPUT_KEYS(KEY)                                                                   \
+  KEY(std::string, output_dir, "output", KeyRule::non_empty().unit("folder path"),            \
+      "where checkpoints, LoRA files and metric snapshots go (kohya --output_dir)")           \
+  KEY(std::string, output_name, "lora", KeyRule::file_name(),                                 \
+      "LoRA file name stem: <output_name>.safetensors (kohya --output_name)")                 \
+  KEY(int, keep_last_n_checkpoints, 0, KeyRule::at_least(0).note("0 keeps all"),              \
+      "keep only the newest N committed checkpoints")                                         \
+  KEY(std::string, training_comment, "", KeyRule::any(),                                      \
+      "kohya --training_comment: recorded as ss_training_comment")                            \
+  KEY(bool, no_metadata, false, KeyRule::any(),                                               \
+      "kohya --no_metadata: the LoRA file keeps only the keys loaders need and modelspec.*")  \
+  KEY(std::string, metadata_title, "", KeyRule::any(),                                        \
+      "kohya --metadata_title: modelspec.title (empty: output_name)")                         \
+  KEY(std::string, metadata_author, "", KeyRule::any(), "kohya --metadata_author")            \
+  KEY(std::string, metadata_description, "", KeyRule::any(), "kohya --metadata_description")  \
+  KEY(std::string, metadata_license, "", KeyRule::any(), "kohya --metadata_license")          \
+  KEY(std::string, metadata_tags, "", KeyRule::any(), "kohya --metadata_tags")                \
+  KEY(std::string, save_precision, "",                                                        \
+      KeyRule::one_of({"float", "fp16", "bf16"})                                              \
+          .note("kohya --save_precision")                                                     \
+          .or_unset("the training dtype"),                                                    \
+      "dtype of the LoRA files; the .alpha scalars stay float32")                             \
+  KEY(std::string, logging_dir, "", KeyRule::any().note("empty: no TensorBoard logs"),        \
+      "kohya --logging_dir: rank 0 writes TensorBoard event files under it")                  \
+  KEY(std::string, log_with, "",                                                              \
+      KeyRule::one_of({"tensorboard"}).or_unset("tensorboard when logging_dir is set"),       \
+      "kohya --log_with (wandb is not available: nothing leaves the cluster)")                \
+  KEY(std::string, log_prefix, "", KeyRule::any(),                                            \
+      "kohya --log_prefix: the run folder is <logging_dir>/<log_prefix><YYYYmmddHHMMSS>")     \
+  KEY(std::string, log_tracker_name, "", KeyRule::any().note("empty: network_train"),         \
+      "kohya --log_tracker_name: the subfolder of the run folder holding the event files")    \
+  KEY(bool, log_config, false, KeyRule::any(),                                                \
+      "kohya --log_config: the job config, secrets scrubbed, as TensorBoard text 'config'")   \
+  KEY(std::string, sample_prompts, "", KeyRule::any().note("empty: no sample images"),        \
+      "kohya --sample_prompts: a .txt, .toml or .json file of prompts for sample images")     \
+  KEY(int, sample_every_n_steps, 0, KeyRule::at_least(0).note("0 = off"),                     \
+      "kohya --sample_every_n_steps: sample images after every N optimizer steps")            \
+  KEY(int, sample_every_n_epochs, 0, KeyRule::at_least(0).note("0 = off"),                    \
+      "kohya --sample_every_n_epochs: sample images after every N epochs (steps ignored)")    \
+  KEY(bool, sample_at_first, false, KeyRule::any(),                                           \
+      "kohya --sample_at_first: sample images before the first step of a fresh run")          \
+  KEY(std::string, sample_sampler, "ddim",                                                    \
+      KeyRule::one_of({"ddim", "euler", "k_euler", "euler_a", "k_euler_a", "dpmsolver++",     \
+                       "k_dpm_2", "dpm_2"}),                                                  \
+      "kohya --sample_sampler: the sampler of the sample images (a prompt's --ss overrides)") \
+  KEY(bool, sample_use_karras_sigmas, false, KeyRule::any(),                                  \
+      "Karras sigmas (diffusers use_karras_sigmas) for euler, dpmsolver++ and k_dpm_2")
 
 // coordinator:
 #define LF_COORDINATOR_KEYS(KEY)                                                                   \

@@ -35,7 +35,6 @@ constexpr const char* kDdp =
 constexpr const char* kCompile = "lorafleet decides this itself: C++ LibTorch, no torch.compile";
 constexpr const char* kDeepSpeedOff = "only read with deepspeed, which lorafleet refuses";
 constexpr const char* kHub = "lorafleet does not upload to or download from the Hugging Face Hub";
-constexpr const char* kSamples = "lorafleet does not generate sample images during training";
 constexpr const char* kValidation = "validation runs are not implemented in lorafleet yet";
 constexpr const char* kMetadata =
     "not implemented in lorafleet yet (metadata_title, _author, _description, _license and "
@@ -169,14 +168,14 @@ const std::vector<KohyaArg>& table() {
       ignored("ddp_gradient_as_bucket_view", kDdp),
       ignored("ddp_static_graph", kDdp),
       key("clip_skip"),
-      ignored("logging_dir", kLogs),
-      ignored("log_with", kLogs),
-      ignored("log_prefix", kLogs),
-      ignored("log_tracker_name", kLogs),
+      key("logging_dir"),
+      key("log_with"),
+      key("log_prefix"),
+      key("log_tracker_name"),
       ignored("wandb_run_name", kLogs),
       ignored("log_tracker_config", kLogs),
       ignored("wandb_api_key", kLogs),
-      ignored("log_config", kLogs),
+      key("log_config"),
       key("noise_offset"),
       key("noise_offset_random_strength"),
       key("multires_noise_iterations"),
@@ -195,11 +194,11 @@ const std::vector<KohyaArg>& table() {
               "lorafleet decides this itself: worker.vram_budget_gb and the block streaming"),
       ignored("highvram",
               "lorafleet decides this itself: worker.vram_budget_gb and the block streaming"),
-      noop_only("sample_every_n_steps", "off", kSamples),
-      noop_only("sample_at_first", "off", kSamples),
-      noop_only("sample_every_n_epochs", "off", kSamples),
-      noop_only("sample_prompts", "off", kSamples),
-      ignored("sample_sampler", "only read with sample_prompts, which lorafleet refuses"),
+      key("sample_every_n_steps"),
+      key("sample_at_first"),
+      key("sample_every_n_epochs"),
+      key("sample_prompts"),
+      key("sample_sampler"),
       noop_only("config_file", "off", "a config file cannot name another one"),
       noop_only("output_config", "off",
                 "kohya writes its arguments to the --config_file and exits; run kohya for that"),

@@ -329,10 +329,8 @@ TEST_F(KohyaTrainingToml, IgnoredAndNoOpArgumentsAreWarnedWithTheirLine) {
                      "value: lorafleet always caches the latents"),
             std::string::npos)
       << all;
-  EXPECT_NE(all.find("train.toml:63: kohya argument 'sample_prompts': has no effect at this "
-                     "value: lorafleet does not generate sample images"),
-            std::string::npos)
-      << all;
+  // sample_prompts is output.sample_prompts now: its empty value is no warning.
+  EXPECT_EQ(all.find("'sample_prompts'"), std::string::npos) << all;
 }
 
 TEST_F(KohyaTrainingToml, LorafleetKeysComeFromTheJobYaml) {
@@ -392,10 +390,11 @@ TEST_F(KohyaTrainingToml, RefusedArgumentsAreNamedWithTheReason) {
             "train.toml:4: kohya argument 'vae': refused: not implemented in lorafleet yet: the "
             "checkpoint's own VAE is used (only off (false, 0, \"\" or []) is accepted, got "
             "'vae.safetensors')");
+  // Sample images are output.sample_*: a cadence without prompts is refused by the job's rule.
   EXPECT_EQ(error_of(minimal("sample_every_n_steps = 100\n")),
-            "train.toml:4: kohya argument 'sample_every_n_steps': refused: lorafleet does not "
-            "generate sample images during training (only off (false, 0, \"\" or []) is "
-            "accepted, got 100)");
+            "train.toml:4: kohya argument 'sample_every_n_steps', key "
+            "'output.sample_every_n_steps': expected output.sample_prompts set too (the prompts "
+            "of the sample images), got no sample_prompts");
   EXPECT_EQ(error_of(minimal("network_module = \"networks.dylora\"\n")),
             "train.toml:4: kohya argument 'network_module': 'networks.dylora' is not implemented "
             "in lorafleet yet: lorafleet trains networks.lora, networks.oft and lycoris.kohya "

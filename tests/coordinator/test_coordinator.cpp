@@ -1340,13 +1340,19 @@ TEST_F(CoordinatorTest, BinaryInspectsAKohyaTrainingToml) {
   EXPECT_EQ(options_of(out), options_of(yout));
   EXPECT_NE(plan.find("number of train images (including repeats): 6"), std::string::npos) << plan;
 
-  std::ofstream(toml, std::ios::app) << "sample_prompts = \"prompts.txt\"\n";
+  // kohya's sample_prompts is output.sample_prompts (relative to the working directory, as
+  // kohya): a missing prompt file stops the job before any worker starts, naming key and path.
+  const std::string missing = "missing_prompts_" + std::to_string(::getpid()) + ".txt";
+  std::ofstream(toml, std::ios::app) << "sample_prompts = \"" << missing << "\"\n";
   const auto [brc, bout] = run_command(bin + " --config_file " + toml + " --inspect");
   EXPECT_EQ(brc, 1);
-  EXPECT_EQ(bout, "lorafleet-coordinator: error: " + toml +
-                      ":17: kohya argument 'sample_prompts': refused: lorafleet does not "
-                      "generate sample images during training (only off (false, 0, \"\" or []) "
-                      "is accepted, got 'prompts.txt')\n");
+  EXPECT_NE(bout.find("lorafleet-coordinator: error: " + toml +
+                      " (as job YAML): "
+                      "output.sample_prompts: " +
+                      (fs::current_path() / missing).string() +
+                      ": cannot read the sample prompts file\n"),
+            std::string::npos)
+      << bout;
 }
 
 TEST(CoordinatorBinary, BadConfigIsOneLineErrorAndExitOne) {

@@ -74,6 +74,14 @@ std::string TinyJobTest::with_unet_only(const std::string& path) {
   return path;
 }
 
+std::string TinyJobTest::with_output_keys(const std::string& path, const std::string& keys) {
+  std::string y = read_file(path);
+  const std::string anchor = "  output_name: e2e\n";
+  y.insert(y.find(anchor) + anchor.size(), keys);
+  std::ofstream(path) << y;
+  return path;
+}
+
 RunResult TinyJobTest::run_job(const std::string& config, int coord_port, int np,
                                const std::string& worker_flags, std::string* coord_output,
                                const std::string& env) {

@@ -32,6 +32,9 @@ class TinyJobTest : public ::testing::Test {
   // Adds network_train_unet_only: true to the config at `path` (LoRA on the UNet only, as
   // kohya's --network_train_unet_only); returns the path.
   std::string with_unet_only(const std::string& path);
+  // Adds `keys` ("  key: value\n" lines) to the output section of the config at `path`;
+  // returns the path.
+  std::string with_output_keys(const std::string& path, const std::string& keys);
 
   // Runs coordinator + np workers (`env` prefixes the worker command, e.g. "VAR=1"); returns
   // the workers' combined output and exit code (100 + the coordinator's when only it failed).

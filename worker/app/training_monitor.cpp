@@ -13,7 +13,11 @@ namespace fs = std::filesystem;
 namespace lf {
 
 TrainingMonitor::TrainingMonitor(const TrainingMonitorOptions& options)
-    : options_(options), metrics_(options.rank, options.metrics_bind) {}
+    : options_(options), metrics_(options.rank, options.metrics_bind) {
+  if (options.rank == 0 && !options.tensorboard.logging_dir.empty()) {
+    tensorboard_ = std::make_unique<TensorBoardLogger>(options.tensorboard);
+  }
+}
 
 TrainingMonitor::~TrainingMonitor() = default;
 
@@ -21,15 +25,22 @@ void TrainingMonitor::on_start(std::int64_t total_steps, std::int64_t start_step
   if (options_.rank == 0) {
     bar_ = std::make_unique<ProgressBar>(total_steps, start_step, stdout, options_.progress_tty);
   }
+  if (tensorboard_) tensorboard_->on_start(total_steps, start_step);
 }
 
 void TrainingMonitor::on_step(const StepReport& r) {
   metrics_.observe_step(r);
   if (bar_) bar_->update(r.global_step, r.loss, r.learning_rate);
+  if (tensorboard_) tensorboard_->on_step(r);
+}
+
+void TrainingMonitor::on_sample_image(const SampleImageReport& image) {
+  if (tensorboard_) tensorboard_->on_sample_image(image);
 }
 
 void TrainingMonitor::on_end(bool finished) {
   if (bar_) bar_->finish();
+  if (tensorboard_) tensorboard_->on_end(finished);
   if (!finished) return;
   const fs::path dir = fs::path(options_.output_dir) / "metrics";
   fs::create_directories(dir);

@@ -55,6 +55,23 @@ std::optional<NonFiniteInjection> nonfinite_injection_from_env() {
 }
 
 // The exit status for an exception (see the table at the top).
+// Rank 0's TensorBoard logs from the output section (kohya --logging_dir and friends).
+TensorBoardOptions tensorboard_options(const JobConfig& config) {
+  TensorBoardOptions tb;
+  tb.logging_dir = config.output.logging_dir;
+  tb.log_prefix = config.output.log_prefix;
+  tb.log_tracker_name = config.output.log_tracker_name;
+  tb.output_dir = config.output.output_dir;
+  tb.optimizer_type = config.training.optimizer_type;
+  if (config.output.log_config) {
+    tb.config_text = config.yaml_text;
+    if (!config.dataset_config_text.empty()) {
+      tb.config_text += "\n# dataset.dataset_config:\n" + config.dataset_config_text;
+    }
+  }
+  return tb;
+}
+
 int exit_code_for(const std::exception& e) {
   if (dynamic_cast<const CollectiveError*>(&e) != nullptr) return kExitPeerLost;
   if (const auto* c = dynamic_cast<const CoordinatorError*>(&e)) {
@@ -196,9 +213,10 @@ int run_worker(int argc, char** argv) {
                                std::to_string(rank) + "/" + std::to_string(launch.world_size));
     }
     // The dataset TOML comes with the assignment: its file need not exist on this host.
-    const JobConfig config = parse_job_config(
-        job.job_config_yaml, job.job_config_name, job.base_dir,
-        job.dataset_config_toml.empty() ? nullptr : &job.dataset_config_toml);
+    JobConfig config =
+        parse_job_config(job.job_config_yaml, job.job_config_name, job.base_dir,
+                         job.dataset_config_toml.empty() ? nullptr : &job.dataset_config_toml);
+    config.sample_prompts_text = job.sample_prompts_text;  // also read by the coordinator
     Preemption::set_grace(std::chrono::seconds(config.cluster.preempt_grace_seconds));
 
     // Setup collectives run under the rendezvous timeout; run_training narrows it per step.
@@ -239,6 +257,7 @@ int run_worker(int argc, char** argv) {
     monitor_options.progress_tty = !no_progress_bar && isatty(fileno(stdout));
     monitor_options.output_dir = config.output.output_dir;
     monitor_options.metrics_linger_seconds = metrics_linger_seconds;
+    monitor_options.tensorboard = tensorboard_options(config);
     if (config.worker.metrics_port_base > 0) {
       monitor_options.metrics_bind = config.worker.metrics_host + ":" +
                                      std::to_string(config.worker.metrics_port_base + rank);

@@ -264,6 +264,7 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   a.job_config_name = resp.job_config_name();
   a.base_dir = resp.base_dir();
   a.dataset_config_toml = resp.dataset_config_toml();
+  a.sample_prompts_text = resp.sample_prompts_text();
   a.shared_seed = resp.shared_seed();
   a.max_train_steps = resp.max_train_steps();
   a.num_epochs = resp.num_epochs();

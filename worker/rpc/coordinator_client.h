@@ -79,6 +79,7 @@ struct JobAssignment {
   std::string job_config_name;
   std::string base_dir;
   std::string dataset_config_toml;  // the kohya .toml's text, "" without dataset_config
+  std::string sample_prompts_text;  // output.sample_prompts' text, "" without one
   std::uint64_t shared_seed = 0;
   std::int64_t max_train_steps = 0;
   int num_epochs = 0;

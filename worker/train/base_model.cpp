@@ -29,7 +29,8 @@ std::string preset_for(ModelFamily family, const KeyShapes& shapes) {
 
 }  // namespace
 
-BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes) {
+BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes,
+                          bool with_decoder) {
   const std::string& path = model.pretrained_model_name_or_path;
   // Zero-copy views in the stored dtype: the conversion happens in load_sd_models' copy_.
   LoadedTensors file =
@@ -51,7 +52,7 @@ BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes
                                "'s (use architecture: auto)");
     }
     out.summary = describe_checkpoint(shapes, family) + " (preset " + preset_name + ")";
-    out.models = build_sd_models(preset, /*with_decoder=*/false, dtypes);
+    out.models = build_sd_models(preset, with_decoder, dtypes);
     load_sd_models(out.models, file.tensors);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": " + e.what());

@@ -23,11 +23,12 @@ struct BaseModel {
 // The networks are built in `dtypes` (kohya's weight_dtype / vae_dtype). The file is
 // memory-mapped unless model.disable_mmap_load_safetensors, and each tensor is converted to its
 // parameter's dtype only as it is copied into it, so a checkpoint is never held twice in
-// memory. The VAE decoder is not built (training only encodes).
+// memory. The VAE decoder is built only `with_decoder` (sample images; training only encodes).
 // Throws std::runtime_error whose message starts with the file's path: missing file, a .ckpt
 // pickle (refused, with a hint to convert it), not safetensors, no UNet keys, an unsupported
 // variant (inpaint, refiner), a preset of another family, or the loader's missing / unexpected
 // keys and shape mismatches.
-BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes = {});
+BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes = {},
+                          bool with_decoder = false);
 
 }  // namespace lf

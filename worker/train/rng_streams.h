@@ -8,6 +8,7 @@
 //   LoRA init          (seed)                     rank 0's draw is broadcast anyway
 //   LoRA dropout       (seed, rank, global_step,   as the noise, a stream of its own
 //                       micro-batch)
+//   sample images      (seed, prompt, global_step) a prompt's --d seed replaces it (kohya)
 // Streams are kept apart by a fixed tag mixed in with mix_seed (SplitMix64).
 #pragma once
 
@@ -31,6 +32,13 @@ inline at::Generator make_noise_generator(std::uint64_t seed, int rank, std::int
                                        : mix_seed(s, /*tag=*/4, static_cast<std::uint64_t>(micro)));
 }
 inline std::uint64_t lora_init_seed(std::uint64_t seed) { return mix_seed(seed, /*tag=*/3, 0); }
+// The initial noise (and euler_a's draws) of sample prompt `index` sampled after `global_step`,
+// for prompts without their own seed (--d): apart from every training stream, so sampling
+// changes nothing the training draws.
+inline std::uint64_t sample_noise_seed(std::uint64_t seed, int index, std::int64_t global_step) {
+  return mix_seed(mix_seed(seed, /*tag=*/6, static_cast<std::uint64_t>(index)), /*tag=*/7,
+                  static_cast<std::uint64_t>(global_step));
+}
 // The LoRA dropout stream (network_dropout, rank_dropout, module_dropout; lora_dropout.h) of
 // micro-batch `micro` of step `global_step` of `rank`: apart from the noise stream, so turning
 // dropout on leaves the noise and timesteps as they were.

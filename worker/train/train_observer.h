@@ -4,8 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace lf {
+
+// The lr of one trained part in a step, named as kohya's generate_step_logs names its groups
+// ("unet", "textencoder").
+struct PartLearningRate {
+  std::string name;
+  double lr = 0.0;         // the scheduled lr of the part
+  double logged_lr = 0.0;  // LoRAOptimizer::logged_lr: d x lr for Prodigy / D-Adaptation
+};
 
 // One completed optimizer step as the loop reports it.
 struct StepReport {
@@ -20,6 +30,19 @@ struct StepReport {
   double grad_norm = 0.0;          // before clipping (0 when clipping is off)
   bool skipped = false;            // fp16 loss scaling skipped the update (Inf/NaN gradients)
   double loss_scale = 0.0;         // fp16 loss scale after the step (0 without fp16)
+  double global_samples = 0.0;     // samples all ranks trained in the step
+  std::vector<PartLearningRate> part_lrs;  // one per trained part, UNet first
+};
+
+// One sample image (output.sample_prompts), reported on rank 0 for every prompt once all ranks
+// wrote theirs.
+struct SampleImageReport {
+  std::int64_t global_step = 0;
+  int prompt_index = 0;  // kohya's enum: the prompt's position in the file
+  std::string path;      // the PNG under <output_dir>/sample/
+  std::string png;       // its bytes
+  int width = 0;
+  int height = 0;
 };
 
 class TrainObserver {
@@ -31,6 +54,7 @@ class TrainObserver {
     (void)start_step;
   }
   virtual void on_step(const StepReport& report) { (void)report; }
+  virtual void on_sample_image(const SampleImageReport& image) { (void)image; }
   // After the last step of this process. completed: the job trained to its end here (false for
   // a preemption, a --stop-at-step stop or a resume with nothing left to train).
   virtual void on_end(bool completed) { (void)completed; }

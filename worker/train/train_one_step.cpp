@@ -111,6 +111,11 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
   for (std::int64_t k = begin; k < end; ++k) r.global_samples += plan.batches[k].samples.size();
   const double lr_factor = lr_at_step(s.lr_schedule, s.schedule_step());
   r.lr = s.reported_lr(lr_factor);
+  if (s.train_unet) r.part_lrs.push_back({"unet", lr_factor * s.unet_lr, lr_factor * s.unet_lr});
+  if (s.train_text_encoder) {
+    const double lr = lr_factor * s.text_encoder_lr;
+    r.part_lrs.push_back({"textencoder", lr, lr});
+  }
   s.optimizer->zero_grad();
   const double local_loss_sum = forward_backward(s, plan, begin, end, sample_log, r);
   if (hooks.inject_nonfinite) inject_nonfinite(s, *hooks.inject_nonfinite);
@@ -138,6 +143,7 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
     }
     s.optimizer->step(lr_factor);
     r.lr = s.optimizer->logged_lr(r.lr);  // kohya logs d*lr for Prodigy / D-Adaptation
+    for (PartLearningRate& part : r.part_lrs) part.logged_lr = s.optimizer->logged_lr(part.lr);
     // kohya --scale_weight_norms (0 is off, as kohya's truthiness test): every rank holds the
     // same weights, so every rank scales the same modules.
     if (s.config.training.scale_weight_norms.value_or(0) > 0) {

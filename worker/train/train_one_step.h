@@ -12,6 +12,7 @@
 
 #include "common/data/epoch_plan.h"
 #include "worker/train/sample_log.h"
+#include "worker/train/train_observer.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_session.h"
 
@@ -31,6 +32,7 @@ struct StepResult {
   bool skipped = false;
   double nonfinite_ranks = 0.0;
   double loss_scale = 0.0;
+  std::vector<PartLearningRate> part_lrs;  // "unet" / "textencoder", for TensorBoard's lr/* tags
 };
 
 // What the loop hands one step besides the batches.

@@ -14,6 +14,7 @@
 #include "common/util/log.h"
 #include "worker/dist/parameter_sync.h"
 #include "worker/train/checkpoint_writer.h"
+#include "worker/train/sample_images.h"
 #include "worker/train/sample_log.h"
 #include "worker/train/train_one_step.h"
 #include "worker/train/training_session.h"
@@ -89,6 +90,8 @@ void report_step(TrainingSession& s, TrainObserver& observer, const StepResult& 
   report.grad_norm = r.grad_norm;
   report.skipped = r.skipped;
   report.loss_scale = r.loss_scale;
+  report.global_samples = r.global_samples;
+  report.part_lrs = r.part_lrs;
   observer.on_step(report);
   ProgressUpdate up;
   up.rank = s.rank;
@@ -122,6 +125,17 @@ void save_periodically(TrainingSession& s, CheckpointWriter& checkpoints, const 
   }
 }
 
+// kohya's sample images after a step: every sample_every_n_steps steps, or at the end of every
+// sample_every_n_epochs-th epoch (the step ended epoch `step_epoch`, 0-based).
+void sample_after_step(TrainingSession& s, SampleImages& samples, TrainObserver& observer,
+                       int step_epoch) {
+  const std::int64_t step = s.state.global_step;
+  if (samples.due_after_step(step)) samples.generate(s, step, std::nullopt, &observer);
+  if (s.state.epoch > step_epoch && samples.due_after_epoch(s.state.epoch)) {
+    samples.generate(s, step, s.state.epoch, &observer);
+  }
+}
+
 }  // namespace
 
 TrainResult run_training(const JobConfig& config, const JobAssignment& job, Communicator& comm,
@@ -137,6 +151,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       comm,         coordinator,   *s.lora,
       *s.optimizer, s.param_names, family_name(s.base.models.preset.family)};
   SampleLog sample_log(options.sample_log, s.rank);
+  SampleImages samples(config);
   TrainResult result;
   std::int64_t local_samples_total = 0;
   EpochPlan plan;
@@ -146,6 +161,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const std::int64_t accum = config.training.gradient_accumulation_steps;
   const StepHooks hooks{options.stop_requested, options.inject_nonfinite};
   observer.on_start(job.max_train_steps, state.global_step);
+  if (samples.due_at_start(state.global_step)) samples.generate(s, 0, std::nullopt, &observer);
   // Setup collectives waited as long as rendezvous allows (ranks load and cache at their own
   // pace); from here on every collective is one training step's.
   comm.set_timeout(std::chrono::seconds(config.cluster.collective_timeout));
@@ -188,6 +204,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         result.lora_path = written.lora_path;
         break;
       }
+      sample_after_step(s, samples, observer, step_epoch);
       if (!last) save_periodically(s, checkpoints, plan, step_epoch);
     }
   }

@@ -131,8 +131,13 @@ void TrainingSession::load_model() {
   SDModelDtypes dtypes;
   dtypes.unet = dtypes.text_encoders = precision.weight_dtype;
   dtypes.vae = precision.vae_dtype;
-  base = load_base_model(config.model, dtypes);
+  // The VAE decoder only for sample images; it stays on the CPU between them.
+  base = load_base_model(config.model, dtypes, !config.sample_prompts_text.empty());
   SDModels& models = base.models;
+  if (models.vae_decoder) {
+    freeze_parameters(*models.vae_decoder);
+    models.vae_decoder->eval();
+  }
   if (precision.unet_matrix_dtype != precision.weight_dtype) {  // fp8_base, still on the CPU
     set_matrix_dtype(*models.unet, precision.unet_matrix_dtype);
   }
