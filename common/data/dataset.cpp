@@ -100,6 +100,7 @@ std::string find_caption_file(const fs::path& image, const std::string& caption_
 struct PendingImage {
   ImageRecord record;
   std::string error;  // decode/bucket failure, empty when fine
+  std::string profile_warning;  // libpng's first warning about its colour profile, if any
 };
 
 struct Scanner {
@@ -259,6 +260,7 @@ struct Scanner {
           rec.width = img.width;
           rec.height = img.height;
           rec.has_alpha = img.source_has_alpha;
+          if (!img.profile_warnings.empty()) p.profile_warning = img.profile_warnings.front();
           rec.bucket = managers[rec.dataset_index].select(rec.width, rec.height);
         } catch (const std::exception& e) {
           p.error = e.what();
@@ -283,8 +285,28 @@ struct Scanner {
     return msg;
   }
 
+  // One warning for every PNG whose colour profile libpng warned about (decoded without it),
+  // instead of libpng's line per file and decode on stderr.
+  void warn_profiles() {
+    std::vector<const PendingImage*> files;
+    for (const PendingImage& p : pending) {
+      if (!p.profile_warning.empty()) files.push_back(&p);
+    }
+    if (files.empty()) return;
+    std::string msg = std::to_string(files.size()) +
+                      " PNG file(s) have a colour profile (iCCP) libpng warns about; profiles "
+                      "are ignored, as OpenCV and kohya ignore them:";
+    const std::size_t shown = std::min<std::size_t>(files.size(), 5);
+    for (std::size_t i = 0; i < shown; ++i) {
+      msg += "\n  " + files[i]->record.path + " (" + files[i]->profile_warning + ")";
+    }
+    if (files.size() > shown) msg += "\n  and " + std::to_string(files.size() - shown) + " more";
+    ds.warnings.push_back(msg);
+  }
+
   // Keeps the good images (in listing order), lists or throws for the bad ones, and counts.
   void finish() {
+    warn_profiles();
     std::vector<std::string> bad;
     for (PendingImage& p : pending) {
       if (!p.error.empty()) {

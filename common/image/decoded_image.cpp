@@ -18,6 +18,7 @@
 
 #include "common/data/dataset.h"
 #include "common/image/image_header.h"
+#include "common/image/png_profile.h"
 
 namespace lf {
 namespace {
@@ -159,10 +160,16 @@ DecodedImage decode_image(const std::string& path, const std::vector<std::uint8_
 
   if (hdr.truncated) fail(path, "truncated or corrupt " + hdr.format + " data (no end marker)");
 
+  // A colour profile libpng warns about is dropped before OpenCV sees it (its pixels are the
+  // same), so that the warning is counted by the scan instead of printed per decode.
+  std::vector<std::string> profile_warnings = png_profile_warnings(bytes);
+  const std::vector<std::uint8_t> stripped =
+      profile_warnings.empty() ? std::vector<std::uint8_t>{} : without_png_profile(bytes);
+  const std::vector<std::uint8_t>& data = profile_warnings.empty() ? bytes : stripped;
   cv::Mat raw;
   try {
-    const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8U,
-                          const_cast<std::uint8_t*>(bytes.data()));
+    const cv::Mat encoded(1, static_cast<int>(data.size()), CV_8U,
+                          const_cast<std::uint8_t*>(data.data()));
     raw = cv::imdecode(encoded, cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception& e) {
     fail(path, std::string("OpenCV: ") + e.what());
@@ -186,6 +193,7 @@ DecodedImage decode_image(const std::string& path, const std::vector<std::uint8_
   }
 
   DecodedImage out;
+  out.profile_warnings = std::move(profile_warnings);
   out.exif_orientation = hdr.exif_size > 0 ? read_exif_orientation(bytes, hdr) : 1;
   const cv::Mat img = apply_orientation(raw, out.exif_orientation);
   out.width = img.cols;

@@ -25,6 +25,9 @@ struct DecodedImage {
   std::vector<std::uint8_t> alpha;   // width*height, 255 = opaque; empty when no alpha channel
   int exif_orientation = 1;          // 1..8 as found in the file (1 when absent)
   bool source_has_alpha = false;     // the file has alpha (set even when keep_alpha is false)
+  // libpng's warnings about the file's colour profile, which is ignored (png_profile.h); the
+  // scan reports them as one counted warning.
+  std::vector<std::string> profile_warnings;
   bool has_alpha() const { return !alpha.empty(); }
 };
 
