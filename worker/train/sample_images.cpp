@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -92,7 +93,10 @@ at::Tensor sample_latent(TrainingSession& s, const SamplePrompt& p, const Sample
     return parts[0] + p.scale * (parts[1] - parts[0]);
   };
   const at::Tensor noise = draw();
-  return run_sampler(spec, s.noise_schedule.alphas_cumprod(), noise, model, draw);
+  // zero_terminal_snr ends alphas_cumprod at 0 (an infinite sigma): diffusers' schedulers with
+  // rescale_betas_zero_snr set it to 2^-24 for sampling; a no-op otherwise (it ends at 0.0047).
+  const at::Tensor abar = s.noise_schedule.alphas_cumprod().clamp_min(std::ldexp(1.0, -24));
+  return run_sampler(spec, abar, noise, model, draw);
 }
 
 // The decoded image as 8-bit RGB, rounded as diffusers' numpy_to_pil.
