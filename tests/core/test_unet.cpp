@@ -79,6 +79,27 @@ TEST(UNetModel, FloatAndIntegerTimestepsAgree) {
   EXPECT_TRUE(torch::equal(a, b));
 }
 
+// Latent sizes that are multiples of 8 px but not of 64 (sample images --w 200 --h 72): the
+// downsample rounds 25 x 9 up to 13 x 5 and the upsample meets the skip connection's 25 x 9
+// (diffusers' upsample_size) instead of failing the concatenation.
+TEST(UNetModel, OddLatentSizesUpsampleToTheSkipConnection) {
+  torch::NoGradGuard no_grad;
+  UNetModel unet(model_preset("tiny").unet);
+  test::fill_reference_weights(*unet);
+  const auto& c = model_preset("tiny").unet;
+  const torch::Tensor x = torch::randn({2, 4, 9, 25});
+  const torch::Tensor context = torch::randn({2, 7, c.context_dim});
+  const torch::Tensor out = unet->forward(x, torch::tensor({10.0f, 500.0f}), context, {});
+  EXPECT_EQ(out.sizes(), x.sizes());
+  EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
+  // Upsample alone: nearest to the given size, and the plain 2x without one.
+  Upsample up(4);
+  const torch::Tensor small = torch::randn({1, 4, 5, 13});
+  EXPECT_EQ(up->forward(small, std::vector<int64_t>{9, 25}).sizes(),
+            torch::IntArrayRef({1, 4, 9, 25}));
+  EXPECT_EQ(up->forward(small).sizes(), torch::IntArrayRef({1, 4, 10, 26}));
+}
+
 TEST(UNetModel, TimestepEmbeddingMatchesDiffusersWithin1e6) {
   torch::Tensor emb = timestep_embedding(torch::tensor({0, 10, 981}), 32);
   torch::Tensor expected =

@@ -106,10 +106,14 @@ UpsampleImpl::UpsampleImpl(int64_t channels) {
   conv_ = register_module("conv", lora_conv3x3(channels, channels));
 }
 
-torch::Tensor UpsampleImpl::forward(const torch::Tensor& x) {
+torch::Tensor UpsampleImpl::forward(const torch::Tensor& x,
+                                    c10::optional<std::vector<int64_t>> size) {
   namespace F = torch::nn::functional;
+  const bool doubled = !size || ((*size)[0] == 2 * x.size(2) && (*size)[1] == 2 * x.size(3));
   torch::Tensor up;
-  if (x.is_cuda() && at::globalContext().deterministicAlgorithms()) {
+  if (!doubled) {
+    up = F::interpolate(x, F::InterpolateFuncOptions().size(*size).mode(torch::kNearest));
+  } else if (x.is_cuda() && at::globalContext().deterministicAlgorithms()) {
     // CUDA's nearest-upsampling backward accumulates with atomics; a broadcast view repeats
     // every pixel 2x2 the same way and its backward is a deterministic sum.
     const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
@@ -137,8 +141,9 @@ void TimestepEmbedSequentialImpl::push_back(SpatialTransformer transformer) {
 void TimestepEmbedSequentialImpl::push_back(Downsample down) { add(Kind::kDownsample, down.ptr()); }
 void TimestepEmbedSequentialImpl::push_back(Upsample up) { add(Kind::kUpsample, up.ptr()); }
 
-torch::Tensor TimestepEmbedSequentialImpl::forward(const torch::Tensor& x, const torch::Tensor& emb,
-                                                   const torch::Tensor& context) {
+torch::Tensor TimestepEmbedSequentialImpl::forward(
+    const torch::Tensor& x, const torch::Tensor& emb, const torch::Tensor& context,
+    c10::optional<std::vector<int64_t>> upsample_size) {
   torch::Tensor h = x;
   for (const auto& layer : layers_) {
     switch (layer.first) {
@@ -155,7 +160,7 @@ torch::Tensor TimestepEmbedSequentialImpl::forward(const torch::Tensor& x, const
         h = static_cast<DownsampleImpl&>(*layer.second).forward(h);
         break;
       case Kind::kUpsample:
-        h = static_cast<UpsampleImpl&>(*layer.second).forward(h);
+        h = static_cast<UpsampleImpl&>(*layer.second).forward(h, upsample_size);
         break;
     }
   }
@@ -269,7 +274,10 @@ torch::Tensor UNetModelImpl::forward(const torch::Tensor& x, const torch::Tensor
   for (const auto& block : *output_blocks_) {
     h = torch::cat({h, hs.back()}, /*dim=*/1);
     hs.pop_back();
-    h = block->as<TimestepEmbedSequentialImpl>()->forward(h, emb, context);
+    // An upsample at the end of this block meets the next skip connection's size.
+    c10::optional<std::vector<int64_t>> size;
+    if (!hs.empty()) size = std::vector<int64_t>{hs.back().size(2), hs.back().size(3)};
+    h = block->as<TimestepEmbedSequentialImpl>()->forward(h, emb, context, size);
   }
   return out_->forward(h);
 }

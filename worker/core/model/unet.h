@@ -76,7 +76,10 @@ TORCH_MODULE(Downsample);
 class UpsampleImpl : public torch::nn::Module {
  public:
   explicit UpsampleImpl(int64_t channels);
-  torch::Tensor forward(const torch::Tensor& x);
+  // x [B, C, H, W] -> [B, C, 2H, 2W], or -> size {h, w} when given: the skip connection's size
+  // when H was odd on the way down (sizes that are multiples of 8 but not of 64; ComfyUI's
+  // openaimodel output_shape, diffusers' upsample_size).
+  torch::Tensor forward(const torch::Tensor& x, c10::optional<std::vector<int64_t>> size = {});
 
  private:
   LoRACompatibleConv conv_{nullptr};
@@ -94,8 +97,10 @@ class TimestepEmbedSequentialImpl : public torch::nn::Module {
   void push_back(Upsample up);
 
   // x [B, C, H, W], emb [B, time_embed_dim], context [B, S, context_dim].
+  // upsample_size: passed to an Upsample child (see UpsampleImpl::forward).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& emb,
-                        const torch::Tensor& context);
+                        const torch::Tensor& context,
+                        c10::optional<std::vector<int64_t>> upsample_size = {});
 
  private:
   enum class Kind { kConv, kResBlock, kTransformer, kDownsample, kUpsample };
