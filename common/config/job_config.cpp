@@ -321,6 +321,13 @@ void validate(const Parser& p, JobConfig& c, bool folder_datasets) {
 
   const bool samples_wanted =
       o.sample_every_n_steps > 0 || o.sample_every_n_epochs > 0 || o.sample_at_first;
+  if (!samples_wanted && !o.sample_prompts.empty()) {
+    c.dataset_warnings.push_back(c.source_name + ":" +
+                                 std::to_string(p.line_for("output.sample_prompts")) +
+                                 ": key 'output.sample_prompts': no sample images will be made "
+                                 "(set sample_every_n_steps, sample_every_n_epochs or "
+                                 "sample_at_first)");
+  }
   require(!samples_wanted || !o.sample_prompts.empty(),
           o.sample_every_n_epochs > 0  ? "output.sample_every_n_epochs"
           : o.sample_every_n_steps > 0 ? "output.sample_every_n_steps"

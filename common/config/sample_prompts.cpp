@@ -2,12 +2,15 @@
 #include "common/config/sample_prompts.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include <toml++/toml.h>
+
 #include <nlohmann/json.hpp>
+#include "common/text/utf8.h"
 
 namespace lf {
 namespace {
@@ -67,7 +70,9 @@ void normalise(SamplePrompt& p, const std::string& where) {
 // One kohya option ("w 512"): its letter(s), then the value.
 void apply_option(SamplePrompt& p, const std::string& option, const std::string& where) {
   const auto space = option.find(' ');
-  const std::string name = option.substr(0, space);
+  std::string name = option.substr(0, space);  // kohya matches them with re.IGNORECASE
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const std::string value = space == std::string::npos ? "" : trim(option.substr(space + 1));
   if (value.empty()) throw error_at(where, "--" + name + " has no value");
   if (name == "n") {
@@ -77,7 +82,9 @@ void apply_option(SamplePrompt& p, const std::string& option, const std::string&
   } else if (name == "h") {
     p.height = static_cast<int>(parse_integer(value, name, where));
   } else if (name == "d") {
-    p.seed = parse_integer(value, name, where);
+    // kohya's pattern (\d+) does not match a negative seed: the prompt keeps a derived one.
+    const long long seed = parse_integer(value, name, where);
+    if (seed >= 0) p.seed = seed;
   } else if (name == "s") {
     p.sample_steps = static_cast<int>(parse_integer(value, name, where));
   } else if (name == "l") {
@@ -272,7 +279,21 @@ SamplePrompt parse_sample_prompt_line(const std::string& line, const std::string
   return p;
 }
 
+// The line and column of byte `offset` of `text`, for "<path>:<line>: ..." messages.
+static std::string where_of(const std::string& text, const std::string& path, std::size_t offset) {
+  const auto line = 1 + std::count(text.begin(), text.begin() + offset, '\n');
+  return path + ":" + std::to_string(line);
+}
+
 std::vector<SamplePrompt> parse_sample_prompts(const std::string& text, const std::string& path) {
+  // The text travels to the workers in a protobuf string, and kohya reads it as UTF-8.
+  const std::size_t bad = find_invalid_utf8(text);
+  if (bad != std::string::npos) {
+    throw error_at(where_of(text, path, bad), "not UTF-8 text (byte " + std::to_string(bad) +
+                                                  "; save the prompt file as "
+                                                  "UTF-8)");
+  }
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) return parse_sample_prompts(text.substr(3), path);
   auto ends_with = [&path](const char* ext) {
     const std::string e(ext);
     return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;

@@ -19,6 +19,7 @@ bool names_secret(std::string key) {
                            [](char c) { return c == '"' || c == '\'' || c == ' '; }),
             key.end());
   if (ends_with(key, "_file") || ends_with(key, "_path")) return false;
+  if (key.find("tokenizer") != std::string::npos) return false;  // tokenizer_vocab, ...
   for (const char* word :
        {"token", "secret", "password", "passwd", "api_key", "apikey", "credential"}) {
     if (key.find(word) != std::string::npos) return true;

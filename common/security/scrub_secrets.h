@@ -9,7 +9,8 @@ namespace lf {
 
 // `text` with the value of every "key: value" / "key = value" line whose key names a secret
 // (contains token, secret, password, passwd, api_key, apikey or credential, case-insensitive;
-// keys ending in _file or _path name files and are kept) replaced by "<scrubbed>". Other lines,
+// keys ending in _file or _path name files, and tokenizer keys, are kept) replaced by
+// "<scrubbed>". Other lines,
 // comments and indentation are unchanged.
 std::string scrub_secrets(const std::string& text);
 

@@ -88,11 +88,26 @@ TEST(SamplePrompts, MalformedLinesNameFileAndLine) {
   EXPECT_EQ(error_of(no_prompt), no_prompt + ": prompt 1: empty prompt");
   EXPECT_NE(error_of(write(".yaml", "x")).find("must be a .txt, .toml or .json"),
             std::string::npos);
+  const std::string latin1 = write("_l.txt", "ok\ncaf\xe9 au lait --w 64\n");
+  EXPECT_EQ(error_of(latin1),
+            latin1 + ":2: not UTF-8 text (byte 7; save the prompt file as UTF-8)");
   const std::string sampler = write("_s.txt", "a cat --ss plms\n");
   EXPECT_EQ(error_of(sampler), sampler +
                                    ":1: unknown sampler 'plms' (expected one of: ddim, "
                                    "euler, k_euler, euler_a, k_euler_a, dpmsolver++, "
                                    "k_dpm_2, dpm_2)");
+}
+
+TEST(SamplePrompts, KohyasLooseSpellings) {
+  // A UTF-8 BOM, upper-case option letters (kohya's re.IGNORECASE) and a negative seed, which
+  // kohya's \d+ does not match (the prompt keeps a derived seed).
+  const auto p =
+      load_sample_prompts(write("_k.txt", "\xEF\xBB\xBF# c\ncat --W 128 --D -1 --S 4\n"));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].prompt, "cat");
+  EXPECT_EQ(p[0].width, 128);
+  EXPECT_EQ(p[0].sample_steps, 4);
+  EXPECT_FALSE(p[0].seed.has_value());
 }
 
 TEST(SamplePrompts, TomlSubsetsInheritThePromptTable) {

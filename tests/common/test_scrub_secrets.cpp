@@ -12,6 +12,8 @@ TEST(ScrubSecrets, ReplacesSecretValuesOnly) {
       "coordinator:\n"
       "  job_token_file: /run/secrets/token\n"
       "  job_token: abc123\n"
+      "model:\n"
+      "  tokenizer_vocab: .deps/bpe.txt.gz\n"
       "output:\n"
       "  output_dir: out  # token: not a key\n"
       "# password: in a comment\n";
@@ -19,6 +21,8 @@ TEST(ScrubSecrets, ReplacesSecretValuesOnly) {
             "coordinator:\n"
             "  job_token_file: /run/secrets/token\n"
             "  job_token: <scrubbed>\n"
+            "model:\n"
+            "  tokenizer_vocab: .deps/bpe.txt.gz\n"
             "output:\n"
             "  output_dir: out  # token: not a key\n"
             "# password: in a comment\n");

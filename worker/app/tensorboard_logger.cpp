@@ -53,8 +53,11 @@ TensorBoardLogger::~TensorBoardLogger() = default;
 std::string TensorBoardLogger::open_run_folder(std::int64_t start_step) {
   const fs::path record = fs::path(options_.output_dir) / kRunRecord;
   if (start_step > 0 && fs::exists(record)) {
-    const std::string recorded = read_first_line(record);
-    if (!recorded.empty() && fs::is_directory(recorded)) return recorded;
+    // Only a folder of this logging_dir and log_prefix: a resume that changed them starts anew.
+    const fs::path recorded = read_first_line(record);
+    const bool same_place = recorded.parent_path() == fs::path(options_.logging_dir) &&
+                            recorded.filename().string().rfind(options_.log_prefix, 0) == 0;
+    if (!recorded.empty() && same_place && fs::is_directory(recorded)) return recorded.string();
   }
   const std::string run =
       (fs::path(options_.logging_dir) / (options_.log_prefix + local_timestamp())).string();

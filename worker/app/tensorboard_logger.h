@@ -11,7 +11,8 @@
 // the sample images as sample_<prompt index> (kohya's wandb key), and, with log_config, the job
 // config (secrets scrubbed) as text "config" at step 0.
 // A resumed run appends to the run folder it started (recorded in <output_dir>/
-// tensorboard_run), after dropping the events of steps past its checkpoint.
+// tensorboard_run; unless logging_dir or log_prefix changed), after dropping the events of
+// steps past its checkpoint.
 #pragma once
 
 #include <cstdint>

@@ -35,9 +35,11 @@ inline std::uint64_t lora_init_seed(std::uint64_t seed) { return mix_seed(seed, 
 // The initial noise (and euler_a's draws) of sample prompt `index` sampled after `global_step`,
 // for prompts without their own seed (--d): apart from every training stream, so sampling
 // changes nothing the training draws.
+// Below 2^63, so that the Seed the PNG records can be given back as the prompt's --d.
 inline std::uint64_t sample_noise_seed(std::uint64_t seed, int index, std::int64_t global_step) {
   return mix_seed(mix_seed(seed, /*tag=*/6, static_cast<std::uint64_t>(index)), /*tag=*/7,
-                  static_cast<std::uint64_t>(global_step));
+                  static_cast<std::uint64_t>(global_step)) >>
+         1;
 }
 // The LoRA dropout stream (network_dropout, rank_dropout, module_dropout; lora_dropout.h) of
 // micro-batch `micro` of step `global_step` of `rank`: apart from the noise stream, so turning

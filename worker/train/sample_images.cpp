@@ -61,7 +61,7 @@ std::string parameters_text(const JobConfig& config, const SamplePrompt& p, std:
   o << p.prompt << "\n";
   if (!p.negative_prompt.empty()) o << "Negative prompt: " << p.negative_prompt << "\n";
   o << "Steps: " << p.sample_steps << ", Sampler: " << sampler_name(config, p)
-    << (config.output.sample_use_karras_sigmas ? " Karras" : "") << ", CFG scale: " << p.scale
+    << (spec_of(config, p).karras_sigmas ? " Karras" : "") << ", CFG scale: " << p.scale
     << ", Seed: " << seed << ", Size: " << p.width << "x" << p.height
     << ", Model: " << fs::path(config.model.pretrained_model_name_or_path).stem().string()
     << ", Lora: " << config.output.output_name << ", Global step: " << global_step;
@@ -133,6 +133,25 @@ bool SampleImages::due_after_step(std::int64_t global_step) const {
 bool SampleImages::due_after_epoch(int epoch) const {
   const int n = config_.output.sample_every_n_epochs;
   return enabled() && n > 0 && epoch % n == 0;
+}
+
+bool SampleImages::missing_at_resume(TrainingSession& s, std::int64_t start_step) const {
+  if (start_step == 0 || !due_after_step(start_step)) return false;
+  bool missing = true;
+  if (s.rank == 0) {
+    char prefix[64];
+    std::snprintf(prefix, sizeof(prefix), "%s_%06lld_", config_.output.output_name.c_str(),
+                  static_cast<long long>(start_step));
+    const fs::path dir = fs::path(config_.output.output_dir) / "sample";
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().rfind(prefix, 0) == 0) missing = false;
+    }
+  }
+  at::Tensor flag = torch::tensor({missing ? 1.0 : 0.0},
+                                  torch::TensorOptions().dtype(torch::kFloat32).device(s.device));
+  s.comm.broadcast(flag, 0);
+  return flag.cpu().item<float>() > 0;
 }
 
 std::string SampleImages::file_name(const SamplePrompt& p, std::int64_t global_step,

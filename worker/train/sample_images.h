@@ -39,6 +39,10 @@ class SampleImages {
   bool due_at_start(std::int64_t start_step) const;
   bool due_after_step(std::int64_t global_step) const;
   bool due_after_epoch(int epoch) const;
+  // A run resumed at `start_step` whose step was due (due_after_step) but whose images are not
+  // in <output_dir>/sample/ (a preemption commits its checkpoint before sampling): rank 0 looks,
+  // every rank gets its answer. Collective.
+  bool missing_at_resume(TrainingSession& s, std::int64_t start_step) const;
 
   // Generates this rank's prompts after `global_step` (`epoch`: 1-based, at an epoch's end; it
   // names the files), writes them, and waits for every rank. Rank 0 then reports every image

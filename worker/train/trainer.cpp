@@ -161,7 +161,11 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   const std::int64_t accum = config.training.gradient_accumulation_steps;
   const StepHooks hooks{options.stop_requested, options.inject_nonfinite};
   observer.on_start(job.max_train_steps, state.global_step);
-  if (samples.due_at_start(state.global_step)) samples.generate(s, 0, std::nullopt, &observer);
+  // kohya calls sample_images with epoch 0 before training: the images are named e000000.
+  if (samples.due_at_start(state.global_step)) samples.generate(s, 0, 0, &observer);
+  if (samples.missing_at_resume(s, state.global_step)) {
+    samples.generate(s, state.global_step, std::nullopt, &observer);
+  }
   // Setup collectives waited as long as rendezvous allows (ranks load and cache at their own
   // pace); from here on every collective is one training step's.
   comm.set_timeout(std::chrono::seconds(config.cluster.collective_timeout));
