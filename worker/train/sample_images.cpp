@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -196,7 +197,12 @@ void SampleImages::generate(TrainingSession& s, std::int64_t global_step, std::o
     if (s.device.is_cuda()) s.base.models.vae_decoder->to(at::kCPU);
     s.optimizer->use_train_weights();
   }
-  s.comm.barrier();  // every rank's images are on disk; all resume training together
+  // Every rank's images are on disk; all resume training together. The ranks with more prompts
+  // (or larger ones) arrive later than a training collective may take: the wait is bounded by
+  // the rendezvous timeout instead, then the step's timeout is back.
+  s.comm.set_timeout(std::chrono::seconds(config_.cluster.rendezvous_timeout_seconds));
+  s.comm.barrier();
+  s.comm.set_timeout(std::chrono::seconds(config_.cluster.collective_timeout));
   if (s.rank != 0) return;
   for (const SamplePrompt& p : prompts_) {
     const std::string path = (dir / file_name(p, global_step, epoch, timestamp)).string();

@@ -45,9 +45,10 @@ class SampleImages {
   bool missing_at_resume(TrainingSession& s, std::int64_t start_step) const;
 
   // Generates this rank's prompts after `global_step` (`epoch`: 1-based, at an epoch's end; it
-  // names the files), writes them, and waits for every rank. Rank 0 then reports every image
-  // to `observer` (may be null). Collective. Throws std::runtime_error naming the file when a
-  // PNG cannot be written.
+  // names the files), writes them, and waits for every rank (up to
+  // cluster.rendezvous_timeout_seconds, then the collectives' timeout is collective_timeout
+  // again). Rank 0 then reports every image to `observer` (may be null). Collective. Throws
+  // std::runtime_error naming the file when a PNG cannot be written.
   void generate(TrainingSession& s, std::int64_t global_step, std::optional<int> epoch,
                 TrainObserver* observer);
 
