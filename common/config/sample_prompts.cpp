@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -150,18 +151,23 @@ std::vector<SamplePrompt> from_txt(const std::string& text, const std::string& p
 
 struct TomlGet {
   const toml::table& t;
-  std::string where;
+  std::string path;
+  // "<path>:<line of the key>" for a message about key k.
+  std::string at(const std::string& k) const {
+    const toml::node* n = t.get(k);
+    return path + ":" + std::to_string(n ? n->source().begin.line : t.source().begin.line);
+  }
   std::string string(const std::string& k) const {
     if (auto v = t[k].value<std::string>()) return *v;
-    throw error_at(where, "'" + k + "' expects a string");
+    throw error_at(at(k), "'" + k + "' expects a string");
   }
   std::int64_t integer(const std::string& k) const {
     if (auto v = t[k].value<std::int64_t>()) return *v;
-    throw error_at(where, "'" + k + "' expects an integer");
+    throw error_at(at(k), "'" + k + "' expects an integer");
   }
   double number(const std::string& k) const {
     if (auto v = t[k].value<double>()) return *v;
-    throw error_at(where, "'" + k + "' expects a number");
+    throw error_at(at(k), "'" + k + "' expects a number");
   }
 };
 
@@ -186,13 +192,13 @@ std::vector<SamplePrompt> from_toml(const std::string& text, const std::string& 
   std::vector<SamplePrompt> out;
   SamplePrompt defaults;
   const std::string table_where = path + ":" + std::to_string(prompt->source().begin.line);
-  apply_keys(defaults, keys_of(*prompt), TomlGet{*prompt, table_where}, table_where);
+  apply_keys(defaults, keys_of(*prompt), TomlGet{*prompt, path}, table_where);
   for (const auto& node : *subsets) {
     const toml::table* subset = node.as_table();
     const std::string where = path + ":" + std::to_string(node.source().begin.line);
     if (subset == nullptr) throw error_at(where, "a prompt.subset entry must be a table");
     SamplePrompt p = defaults;
-    apply_keys(p, keys_of(*subset), TomlGet{*subset, where}, where);
+    apply_keys(p, keys_of(*subset), TomlGet{*subset, path}, where);
     p.index = static_cast<int>(out.size());
     p.line = static_cast<int>(node.source().begin.line);
     normalise(p, where);
@@ -210,6 +216,10 @@ struct JsonGet {
   }
   std::int64_t integer(const std::string& k) const {
     if (j[k].is_number_integer()) return j[k].get<std::int64_t>();
+    // 128.0 is an integer to Python's int() and to the TOML reader; 128.5 is not.
+    if (j[k].is_number_float() && std::floor(j[k].get<double>()) == j[k].get<double>()) {
+      return static_cast<std::int64_t>(j[k].get<double>());
+    }
     throw error_at(where, "'" + k + "' expects an integer");
   }
   double number(const std::string& k) const {

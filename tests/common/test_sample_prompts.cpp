@@ -137,12 +137,12 @@ TEST(SamplePrompts, TomlSubsetsInheritThePromptTable) {
   EXPECT_EQ(prompts[1].index, 1);
   const std::string bad =
       write("_b.toml", "[prompt]\n[[prompt.subset]]\nprompt = \"x\"\nwidth = \"a\"\n");
-  EXPECT_EQ(error_of(bad), bad + ":2: 'width' expects an integer");
+  EXPECT_EQ(error_of(bad), bad + ":4: 'width' expects an integer");  // the key's line
 }
 
 TEST(SamplePrompts, JsonListsOfObjectsOrLines) {
   const std::string path =
-      write(".json", R"([{"prompt": "a", "height": 256, "seed": 3}, "b --n c --d 9"])");
+      write(".json", R"([{"prompt": "a", "height": 256.0, "seed": 3}, "b --n c --d 9"])");
   const auto prompts = load_sample_prompts(path);
   ASSERT_EQ(prompts.size(), 2u);
   EXPECT_EQ(prompts[0].height, 256);
@@ -151,6 +151,9 @@ TEST(SamplePrompts, JsonListsOfObjectsOrLines) {
   EXPECT_EQ(prompts[1].negative_prompt, "c");
   EXPECT_EQ(prompts[1].seed, 9);
   EXPECT_EQ(prompts[1].index, 1);
+  EXPECT_NE(error_of(write("_f.json", R"([{"prompt": "a", "width": 128.5}])"))
+                .find(": prompt 1: 'width' expects an integer"),
+            std::string::npos);
   const std::string bad = write("_b.json", R"([{"prompt": "a", "colour": 1}])");
   EXPECT_NE(error_of(bad).find(bad + ": prompt 1: unknown key 'colour'"), std::string::npos);
 }
