@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "oracle"))
 import oracle_lib as ol  # noqa: E402
 
+FULL_SIZE_CONFIGS = {"sd15": "v1-inference.yaml"}
 SCHEDULERS = {"ddim": "DDIMScheduler", "euler": "EulerDiscreteScheduler",
               "euler_a": "EulerAncestralDiscreteScheduler",
               "dpmsolver++": "DPMSolverMultistepScheduler", "k_dpm_2": "KDPM2DiscreteScheduler"}
@@ -39,12 +40,17 @@ def main():
     import diffusers
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from safetensors.torch import load_file
-    spec = ol.PRESETS[a.preset]
+    if a.preset in ol.PRESETS:  # the tiny presets: their ldm yaml and diffusers overrides
+        spec = ol.PRESETS[a.preset]
+        config, unet_overrides, vae_overrides = (spec.original_config, spec.unet_overrides,
+                                                 spec.vae_overrides)
+    else:  # full size: the original ldm config (tests/oracle/configs)
+        config, unet_overrides, vae_overrides = FULL_SIZE_CONFIGS[a.preset], {}, {}
     ckpt = ol.RecordingDict(load_file(a.checkpoint))
-    unet = ol.load_single_file(UNet2DConditionModel, "unet", ckpt, spec.original_config,
-                               spec.unet_overrides, "model.diffusion_model.").eval()
-    vae = ol.load_single_file(AutoencoderKL, "vae", ckpt, spec.original_config,
-                              spec.vae_overrides, "first_stage_model.").eval()
+    unet = ol.load_single_file(UNet2DConditionModel, "unet", ckpt, config, unet_overrides,
+                               "model.diffusion_model.").eval()
+    vae = ol.load_single_file(AutoencoderKL, "vae", ckpt, config, vae_overrides,
+                              "first_stage_model.").eval()
     kwargs = dict(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012,
                   beta_schedule="scaled_linear")
     if a.sampler == "dpmsolver++":
