@@ -144,6 +144,7 @@ std::vector<SamplePrompt> from_txt(const std::string& text, const std::string& p
     if (line.empty() || line[0] == '#') continue;
     SamplePrompt p = parse_sample_prompt_line(line, path + ":" + std::to_string(n));
     p.index = static_cast<int>(out.size());
+    p.line = n;
     out.push_back(p);
   }
   return out;
@@ -266,14 +267,6 @@ const std::vector<std::string>& sample_sampler_names() {
 
 SamplePrompt parse_sample_prompt_line(const std::string& line, const std::string& where) {
   SamplePrompt p;
-  const auto colon = where.rfind(':');
-  if (colon != std::string::npos) {
-    try {
-      p.line = std::stoi(where.substr(colon + 1));
-    } catch (const std::exception&) {
-      p.line = 0;
-    }
-  }
   // kohya: line.split(" --"), the first part the prompt.
   std::size_t pos = line.find(" --");
   p.prompt = trim(line.substr(0, pos));

@@ -4,8 +4,13 @@
 #pragma once
 
 #include <ctime>
+#include <string>
 
 namespace lf {
+
+// `t` in local time as "YYYYmmddHHMMSS", kohya's time.strftime("%Y%m%d%H%M%S",
+// time.localtime()) for its log folders and sample-image names.
+std::string kohya_local_timestamp(std::time_t t);
 
 // SOURCE_DATE_EPOCH (seconds since 1970) when set to a valid integer, else std::time(nullptr).
 std::time_t output_timestamp();

@@ -11,6 +11,7 @@
 #include "common/io/atomic_file.h"
 #include "common/security/scrub_secrets.h"
 #include "common/util/log.h"
+#include "common/util/wall_clock.h"
 #include "worker/tensorboard/summary_writer.h"
 
 namespace fs = std::filesystem;
@@ -19,16 +20,6 @@ namespace lf {
 namespace {
 
 constexpr const char* kRunRecord = "tensorboard_run";
-
-// kohya: time.strftime("%Y%m%d%H%M%S", time.localtime()).
-std::string local_timestamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d%H%M%S", &tm);
-  return buf;
-}
 
 std::string read_first_line(const fs::path& path) {
   std::ifstream in(path);
@@ -59,8 +50,9 @@ std::string TensorBoardLogger::open_run_folder(std::int64_t start_step) {
                             recorded.filename().string().rfind(options_.log_prefix, 0) == 0;
     if (!recorded.empty() && same_place && fs::is_directory(recorded)) return recorded.string();
   }
-  const std::string run =
-      (fs::path(options_.logging_dir) / (options_.log_prefix + local_timestamp())).string();
+  const std::string run = (fs::path(options_.logging_dir) /
+                           (options_.log_prefix + kohya_local_timestamp(std::time(nullptr))))
+                              .string();
   fs::create_directories(options_.output_dir);
   write_file_atomic(record.string(), run + "\n");
   return run;

@@ -16,6 +16,7 @@
 #include "common/io/atomic_file.h"
 #include "common/util/elapsed.h"
 #include "common/util/log.h"
+#include "common/util/wall_clock.h"
 #include "worker/core/model/unet.h"
 #include "worker/core/sample/sampler.h"
 #include "worker/core/train/autocast.h"
@@ -47,12 +48,7 @@ std::string shared_timestamp(TrainingSession& s) {
   at::Tensor now = torch::tensor({static_cast<std::int64_t>(std::time(nullptr))},
                                  torch::TensorOptions().dtype(torch::kInt64).device(s.device));
   s.comm.broadcast(now, 0);
-  const std::time_t t = now.cpu().item<std::int64_t>();
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d%H%M%S", &tm);
-  return buf;
+  return kohya_local_timestamp(static_cast<std::time_t>(now.cpu().item<std::int64_t>()));
 }
 
 // A1111's "parameters" text, which web UIs and viewers show.
