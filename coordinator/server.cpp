@@ -87,7 +87,11 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
         state_path, StateStore::job_id_for(training_identity_text(config_.yaml_text),
                                            config_.training.seed));
   }
-  service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options, store_.get());
+  control_ = std::make_unique<OperatorControl>(!job_->config().sample_prompts_text.empty());
+  service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options, store_.get(),
+                                                  control_.get());
+  control_service_ =
+      std::make_unique<ControlService>(service_options.job_token, *control_, *service_);
 }
 
 CoordinatorServer::~CoordinatorServer() { shutdown(); }
@@ -105,6 +109,7 @@ void CoordinatorServer::start() {
   }
   builder.AddListeningPort(listen_address_, credentials, &selected_port);
   builder.RegisterService(service_.get());
+  builder.RegisterService(control_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected_port == 0) {
     server_.reset();
@@ -167,8 +172,12 @@ void CoordinatorServer::shutdown(std::chrono::milliseconds grace) {
 // ---- run_coordinator ---------------------------------------------------------------------
 
 static std::atomic<int> g_signal{0};
+static std::atomic<int> g_interrupts{0};  // SIGINTs so far: the first asks for a stop
 
-extern "C" void lf_coordinator_on_signal(int sig) { g_signal.store(sig); }
+extern "C" void lf_coordinator_on_signal(int sig) {
+  if (sig == SIGINT) g_interrupts.fetch_add(1);
+  g_signal.store(sig);
+}
 
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) {
   CoordinatorServer server(config, options);
@@ -192,15 +201,27 @@ int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) 
   }
 
   g_signal.store(0);
+  g_interrupts.store(0);
   auto old_int = std::signal(SIGINT, lf_coordinator_on_signal);
   auto old_term = std::signal(SIGTERM, lf_coordinator_on_signal);
   int exit_code = 1;
+  bool stop_asked = false;
   while (true) {
     if (std::optional<int> code = server.wait_for(std::chrono::milliseconds(200))) {
       exit_code = *code;
       break;
     }
-    if (int sig = g_signal.load(); sig != 0) {
+    const int sig = g_signal.load();
+    if (sig == SIGINT && g_interrupts.load() == 1 && !stop_asked) {
+      // Ctrl-C: as `lorafleet-ctl stop`. The workers of the same terminal got it too and vote
+      // to stop themselves; remote ones learn it from their heartbeat.
+      stop_asked = true;
+      const OperatorControl::Outcome o = server.control().act("stop", "Ctrl-C on the coordinator");
+      LF_WARN("Ctrl-C: " << (o.accepted ? o.detail : "cannot stop: " + o.detail)
+                         << "; press Ctrl-C again to end the job at once");
+      continue;
+    }
+    if (sig != 0 && (sig != SIGINT || g_interrupts.load() > 1)) {
       LF_WARN("received signal " << sig << ": stopping the job");
       server.service().shutdown();
       exit_code = 1;

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "common/config/job_config.h"
+#include "coordinator/control_service.h"
+#include "coordinator/operator_control.h"
 #include "coordinator/service.h"
 
 namespace grpc {
@@ -78,6 +80,7 @@ class CoordinatorServer {
   void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(2));
 
   CoordinatorService& service() { return *service_; }
+  ControlService& control() { return *control_service_; }
   CoordinatorMetrics& metrics() { return *metrics_; }
   const CoordinatorJob& job() const { return *job_; }
 
@@ -91,15 +94,19 @@ class CoordinatorServer {
   std::unique_ptr<CoordinatorJob> job_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
   std::unique_ptr<StateStore> store_;
+  std::unique_ptr<OperatorControl> control_;
   std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<ControlService> control_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<metrics::Exposer> exposer_;
   int port_ = 0;
   bool stopped_ = false;
 };
 
-// The whole coordinator run: start, log both bound addresses, wait for the job (SIGINT/SIGTERM
-// end it early with exit code 1), write the final metrics snapshot, linger, shut down.
+// The whole coordinator run: start, log both bound addresses, wait for the job, write the final
+// metrics snapshot, linger, shut down. SIGTERM ends the job early with exit code 1 (the stored
+// state stays resumable). The first SIGINT (Ctrl-C) asks the ranks to stop as
+// `lorafleet-ctl stop` does (checkpoint, LoRA, exit 0); a second one ends it at once, as SIGTERM.
 // Returns the process exit code. Throws (bind failure, dataset errors) for the caller to print.
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options);
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/data/epoch_plan.h"
+#include "common/util/exit_codes.h"
 #include "common/util/log.h"
 #include "proto/proto_convert.h"
 
@@ -41,14 +42,24 @@ static void fill_resume_point(const CheckpointPosition& p, pb::ResumePoint* out)
   }
 }
 
+// How long a cancel waits for a rank to report its exit: two worker heartbeats (5 s each) and
+// a margin.
+constexpr std::chrono::milliseconds kCancelWait = std::chrono::seconds(15);
+
 static bool is_restart_cause(const std::string& cause) {
   const auto& causes = CoordinatorMetrics::kRestartCauses;
   return std::find(causes.begin(), causes.end(), cause) != causes.end();
 }
 
 CoordinatorService::CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& metrics,
-                                       const ServiceOptions& options, StateStore* store)
-    : job_(job), metrics_(metrics), options_(options), auth_(options.job_token), store_(store) {
+                                       const ServiceOptions& options, StateStore* store,
+                                       OperatorControl* control)
+    : job_(job),
+      metrics_(metrics),
+      options_(options),
+      auth_(options.job_token),
+      store_(store),
+      control_(control) {
   base_dir_ = options_.base_dir.empty() ? std::filesystem::current_path().string()
                                         : std::filesystem::absolute(options_.base_dir).string();
   to_proto(job_.dataset(), &manifest_);
@@ -108,6 +119,7 @@ void CoordinatorService::restore(const StoredJob& stored) {
   }
   generation_ = stored.generation;
   last_committed_step_ = stored.last_committed_step;
+  last_committed_path_ = stored.last_committed_path;
   if (last_committed_step_ >= 0) {
     committed_steps_.insert(last_committed_step_);
     metrics_.checkpoint_committed(last_committed_step_);
@@ -311,6 +323,8 @@ void CoordinatorService::complete_registration(Clock::time_point now) {
   assignment_.set_rendezvous_address(ranks_[0].rendezvous_address);
   assignment_.set_nccl_unique_id(ranks_[0].nccl_unique_id);
   if (group_resume_) fill_resume_point(*group_resume_, assignment_.mutable_resume_point());
+  // Sample-now requests before this generation are done or moot: the ranks count on from here.
+  if (control_ != nullptr) assignment_.set_sample_now_id(control_->requests().sample_now);
 
   std::vector<StoredRank> stored;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -347,6 +361,7 @@ void CoordinatorService::end_generation(const std::string& cause, const std::str
 void CoordinatorService::finish_job(int exit_code, const std::string& why, bool durable) {
   if (done_) return;
   done_ = true;
+  if (control_ != nullptr) control_->job_ended();
   exit_code_ = exit_code;
   end_reason_ = why;
   if (exit_code == 0) {
@@ -716,6 +731,10 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext* context,
   s.learning_rate = request->learning_rate();
   s.samples = std::max(s.samples, request->samples());
   s.samples_per_second = request->samples_per_second();
+  s.step_seconds = request->timings().step_seconds();
+  if (s.global_step > 0) {
+    history_.add({s.global_step, request->loss(), request->learning_rate()});
+  }
   progress_dirty_ = true;
   metrics_.set_rank_progress(rank, s.global_step, s.samples_per_second,
                              request->timings().step_seconds(),
@@ -728,7 +747,34 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext* context,
     response->set_stop_reason(done_ && !shutting_down_ ? "the job has ended"
                                                        : "the coordinator is shutting down");
   }
+  fill_operator_requests(response);
   return grpc::Status::OK;
+}
+
+void CoordinatorService::fill_operator_requests(pb::ProgressAck* ack) const {
+  if (control_ == nullptr) return;
+  const OperatorRequests r = control_->requests();
+  ack->set_operator_stop(r.stop);
+  ack->set_operator_cancel(r.cancel);
+  ack->set_sample_now_id(r.sample_now);
+  ack->set_operator_reason(r.reason);
+}
+
+void CoordinatorService::finish_cancelled(const std::string& how) {
+  const std::string reason = control_ != nullptr ? control_->requests().reason : "cancel";
+  std::string checkpoint = last_committed_step_ >= 0 ? "the checkpoint of global_step " +
+                                                           std::to_string(last_committed_step_) +
+                                                           " stays the resume point"
+                                                     : "no checkpoint was committed";
+  finish_job(kExitCancelled, "cancelled (" + reason + "; " + how + "); " + checkpoint);
+}
+
+void CoordinatorService::on_cancel_requested() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_) return;
+  LF_WARN((control_ != nullptr ? control_->requests().reason : std::string("cancel"))
+          << ": the ranks exit at their next heartbeat");
+  if (!registration_complete_) finish_cancelled("no generation was training");
 }
 
 grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext* context,
@@ -779,6 +825,7 @@ grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext* context,
   }
   LF_INFO("checkpoint step " << step << " committed: " << path);
   committed_steps_.insert(step);
+  if (step >= last_committed_step_) last_committed_path_ = path;
   last_committed_step_ = std::max(last_committed_step_, step);
   metrics_.checkpoint_committed(last_committed_step_);
   // Older pending steps can no longer complete in lockstep training.
@@ -813,12 +860,18 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
   s.finished = true;
   s.ok = request->ok();
   s.preempted = request->preempted();
+  s.stopped = request->stopped();
+  s.cancelled = request->cancelled();
   s.error = request->error();
   s.global_step = std::max(s.global_step, request->global_step());
   persist("a rank's finish",
           [&](StateStore& st) { st.record_rank_finished(rank, s.ok, s.preempted); });
   update_progress_metrics();
-  if (!s.ok && request->permanent()) {
+  if (s.cancelled) {
+    LF_WARN("rank " << rank << " exits on the operator's cancel at global_step " << s.global_step);
+    finish_cancelled("rank " + std::to_string(rank) + " exited at global_step " +
+                     std::to_string(s.global_step));
+  } else if (!s.ok && request->permanent()) {
     // Bad input (the worker exits 3): a restarted group would fail the same way, so the job
     // ends now, recorded as done like a group that never re-forms: the fixed config (another
     // job id) then starts without removing the state, and the checkpoints stay for --resume.
@@ -845,7 +898,11 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
     LF_INFO("rank " << rank << " finished at global_step " << request->global_step());
     const bool all =
         std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return r.finished; });
-    if (all) {
+    if (all && s.stopped) {
+      finish_job(0, "stopped at global_step " + std::to_string(s.global_step) + " (" +
+                        (control_ != nullptr ? control_->requests().reason : "SIGINT") +
+                        "): checkpoint committed, LoRA written; --resume continues from it");
+    } else if (all) {
       finish_job(0, "all " + std::to_string(world_size_) + " ranks of generation " +
                         std::to_string(generation_) + " finished");
     }
@@ -918,6 +975,12 @@ void CoordinatorService::tick_loop() {
     const Clock::time_point now = Clock::now();
     update_membership_metrics(now);
     if (done_) continue;
+    // Ranks that never heard the cancel (wedged, or between heartbeats for long) are not
+    // waited for.
+    if (control_ != nullptr && control_->cancel_overdue(now, kCancelWait)) {
+      finish_cancelled("no rank reported its exit within " + seconds_text(kCancelWait));
+      continue;
+    }
     if (registration_complete_) {
       for (std::size_t r = 0; r < ranks_.size(); ++r) {
         RankState& s = ranks_[r];

@@ -26,8 +26,11 @@
 #include "coordinator/auth.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/job.h"
-#include "coordinator/state_store.h"
+#include "coordinator/operator_control.h"
+#include "coordinator/progress_history.h"
 #include "coordinator/resume_point.h"
+#include "coordinator/state_store.h"
+#include "lorafleet/v1/control.pb.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 
 namespace lf {
@@ -69,9 +72,11 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // and schedule, the running generation (its ranks registered, leases restarted now), last
   // committed checkpoint and restart counters; throws std::runtime_error naming the store's
   // path when the stored state does not fit the job (world_size, epoch plans). store may be
-  // null: nothing is persisted.
+  // null: nothing is persisted. `control` (may be null: no operator requests) holds what
+  // lorafleet.v1.JobControl was asked; it is sent to the workers with every ProgressAck.
   CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& metrics,
-                     const ServiceOptions& options, StateStore* store = nullptr);
+                     const ServiceOptions& options, StateStore* store = nullptr,
+                     OperatorControl* control = nullptr);
   ~CoordinatorService() override;
 
   grpc::Status Register(grpc::ServerContext* context,
@@ -115,6 +120,15 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // Restarts counted for `cause` (a CoordinatorMetrics::kRestartCauses label).
   std::int64_t restarts(const std::string& cause) const;
 
+  // Where the job stands, for lorafleet.v1.JobControl.GetStatus and the status page
+  // (service_status.cpp). Thread-safe.
+  void fill_status(lorafleet::v1::JobStatus* status) const;
+  // An operator asked to cancel (after OperatorControl::request_cancel): with no generation
+  // training, the job ends now with kExitCancelled; otherwise the ranks learn it from their
+  // next heartbeat and the job ends when the first reports it exits (or, when none does, after
+  // two heartbeat periods). Thread-safe.
+  void on_cancel_requested();
+
  private:
   using Clock = std::chrono::steady_clock;
 
@@ -123,6 +137,8 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
     bool finished = false;
     bool ok = true;
     bool preempted = false;
+    bool stopped = false;               // finished after an operator's stop
+    bool cancelled = false;             // exited on an operator's cancel
     std::uint64_t registration_id = 0;  // which Register call holds this slot
     std::string error;
     std::string hostname;
@@ -140,6 +156,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
     double learning_rate = 0.0;
     std::int64_t samples = 0;
     double samples_per_second = 0.0;
+    double step_seconds = 0.0;   // the last step's wall time, for the ETA
     std::string resume_request;  // RegisterRequest.resume_point.checkpoint: "", "auto" or a path
   };
 
@@ -174,6 +191,10 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // missing or foreign checkpoint, a changed plan) and the job cannot start.
   grpc::Status plan_group_resume();
   void tick_loop();
+  // An operator's cancel reached the ranks (or timed out): ends the job with kExitCancelled.
+  void finish_cancelled(const std::string& how);
+  // Fills the operator's requests into a heartbeat answer.
+  void fill_operator_requests(lorafleet::v1::ProgressAck* ack) const;
 
   CoordinatorJob& job_;
   CoordinatorMetrics& metrics_;
@@ -182,8 +203,11 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   std::string base_dir_;
   lorafleet::v1::DatasetManifest manifest_;  // immutable after construction
   StateStore* store_ = nullptr;
+  OperatorControl* control_ = nullptr;
+  const Clock::time_point started_at_ = Clock::now();
 
   mutable std::mutex mutex_;
+  ProgressHistory history_;           // loss and lr by step, for the status
   std::condition_variable cv_;        // registration progress and job end
   int world_size_ = 0;                // 0 until known
   bool world_size_fixed_ = false;     // from options: never cleared
@@ -205,6 +229,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   std::map<std::int64_t, std::string> checkpoint_paths_;
   std::set<std::int64_t> committed_steps_;
   std::int64_t last_committed_step_ = -1;
+  std::string last_committed_path_;  // its directory (rank 0's report)
   // What the current generation resumes from (nullopt: fresh), and why it cannot start.
   std::optional<CheckpointPosition> group_resume_;
   grpc::Status group_resume_status_;

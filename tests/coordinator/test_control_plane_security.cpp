@@ -342,7 +342,9 @@ TEST_F(ControlPlaneSecurity, ClientSendsTheTokenWithEveryRpc) {
     p.global_step = 4;
     client.report_progress_async(p);
     EXPECT_TRUE(client.commit_checkpoint(0, 4, "/tmp/ckpt"));
-    client.finish(0, 4, true, "");
+    FinishReport done;
+    done.global_step = 4;
+    client.finish(done);
   }
   // Finish went through: the job is done with exit code 0.
   const std::optional<int> code = server.wait_for(std::chrono::seconds(10));

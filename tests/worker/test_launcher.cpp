@@ -1,7 +1,7 @@
 // lorafleet-launch's supervision loop on tiny shell commands: success, restarts after failures
-// with the cause and count passed on, no restart for bad input (exit 3), max_restarts
-// exhausted, preemptions (exit 143) not counted, the cause being the rank that died rather than
-// the one that lost it, and the backoff schedule.
+// with the cause and count passed on, no restart for bad input (exit 3) or a cancel (exit 4),
+// max_restarts exhausted, preemptions (exit 143) not counted, the cause being the rank that died
+// rather than the one that lost it, and the backoff schedule.
 #include "worker/launch/launcher.h"
 
 #include <gtest/gtest.h>
@@ -75,6 +75,12 @@ TEST_F(Launcher, GivesUpWhenMaxRestartsAreExhausted) {
 
 TEST_F(Launcher, BadInputIsNotRetried) {
   EXPECT_EQ(run_launcher(opts("echo x >> " + (dir_ / "starts").string() + "; exit 3")), 3);
+  EXPECT_EQ(read("starts"), "x\n");
+}
+
+TEST_F(Launcher, ACancelledJobIsNotRetried) {
+  // Exit 4: an operator cancelled the job (lorafleet-ctl cancel).
+  EXPECT_EQ(run_launcher(opts("echo x >> " + (dir_ / "starts").string() + "; exit 4")), 4);
   EXPECT_EQ(read("starts"), "x\n");
 }
 

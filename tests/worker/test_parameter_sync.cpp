@@ -52,25 +52,28 @@ TEST(ParameterSync, OneFusedAllreduceSumsGradsAndLoss) {
 TEST(ParameterSync, StopVotesRideInTheSameAllreduce) {
   auto a = torch::zeros({2}, torch::requires_grad());
   a.mutable_grad() = torch::full({2}, 1.0f);
-  // Peer: grads 0, 0; loss 4; its stop vote 1 (it saw SIGTERM).
-  FakeCommunicator comm(torch::tensor({0.f, 0.f, 4.f, 1.f}));
+  // Peer: grads 0, 0; loss 4; its votes: SIGTERM 1, operator stop 0, sample-now 1.
+  FakeCommunicator comm(torch::tensor({0.f, 0.f, 4.f, 1.f, 0.f, 1.f}));
   StepSums sums;
   sums.loss_sum = 1.0;
-  sums.stop_votes = 0.0;  // this rank did not see the signal
+  sums.votes = StepVotes{0.0, 1.0, 0.0};  // this rank saw an operator's stop only
   allreduce_gradients(comm, {a}, sums);
-  EXPECT_EQ(comm.allreduce_calls, 1);  // no extra collective for the vote
+  EXPECT_EQ(comm.allreduce_calls, 1);  // no extra collective for the votes
   EXPECT_DOUBLE_EQ(sums.loss_sum, 5.0);
-  EXPECT_DOUBLE_EQ(*sums.stop_votes, 1.0);  // every rank learns that one rank wants to stop
+  // Every rank learns how many ranks voted for each.
+  EXPECT_DOUBLE_EQ(sums.votes->preempt, 1.0);
+  EXPECT_DOUBLE_EQ(sums.votes->operator_stop, 1.0);
+  EXPECT_DOUBLE_EQ(sums.votes->sample_now, 1.0);
 }
 
 TEST(ParameterSync, FoundInfOnAnyRankRidesInTheAllreduceAndLeavesScaledGrads) {
   auto a = torch::zeros({2}, torch::requires_grad());
   a.mutable_grad() = torch::tensor({512.f, 1024.f});  // scaled by 256 on this rank
-  // Peer: grads 256, 0; loss 3; no stop vote; its gradients held an Inf (flag 1).
-  FakeCommunicator comm(torch::tensor({256.f, 0.f, 3.f, 0.f, 1.f}));
+  // Peer: grads 256, 0; loss 3; no votes; its gradients held an Inf (flag 1).
+  FakeCommunicator comm(torch::tensor({256.f, 0.f, 3.f, 0.f, 0.f, 0.f, 1.f}));
   StepSums sums;
   sums.loss_sum = 1.0;
-  sums.stop_votes = 0.0;
+  sums.votes = StepVotes{};
   sums.check_finite = true;
   EXPECT_FALSE(allreduce_gradients(comm, {a}, sums, /*unscale=*/1.0 / 256));
   EXPECT_EQ(comm.allreduce_calls, 1);  // the flag adds no collective
@@ -79,16 +82,16 @@ TEST(ParameterSync, FoundInfOnAnyRankRidesInTheAllreduceAndLeavesScaledGrads) {
   EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({768.f, 1024.f})));
 
   // A clean step: the reduced gradients come back unscaled, exactly (a power of two).
-  FakeCommunicator clean(torch::tensor({256.f, 0.f, 3.f, 0.f, 0.f}));
+  FakeCommunicator clean(torch::tensor({256.f, 0.f, 3.f, 0.f, 0.f, 0.f, 0.f}));
   a.mutable_grad() = torch::tensor({512.f, 1024.f});
   EXPECT_TRUE(allreduce_gradients(clean, {a}, sums, 1.0 / 256));
   EXPECT_DOUBLE_EQ(sums.nonfinite_ranks, 0.0);
   EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({3.f, 4.f})));
   // An Inf in the reduced gradients themselves is found too (an overflow of the sum).
-  FakeCommunicator overflow(torch::tensor({INFINITY, 0.f, 3.f, 0.f, 0.f}));
+  FakeCommunicator overflow(torch::tensor({INFINITY, 0.f, 3.f, 0.f, 0.f, 0.f, 0.f}));
   EXPECT_FALSE(allreduce_gradients(overflow, {a}, sums, 1.0 / 256));
   // This rank's own Inf sets its flag: the peer adds 0 and the sum says 1.
-  FakeCommunicator quiet(torch::tensor({0.f, 0.f, 0.f, 0.f, 0.f}));
+  FakeCommunicator quiet(torch::tensor({0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}));
   a.mutable_grad() = torch::tensor({NAN, 1.f});
   EXPECT_FALSE(allreduce_gradients(quiet, {a}, sums, 1.0 / 256));
   EXPECT_DOUBLE_EQ(sums.nonfinite_ranks, 1.0);

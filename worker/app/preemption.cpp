@@ -27,7 +27,11 @@ long long now_ms() {
 std::atomic<bool> g_checkpointable{false};
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_requested.load()) return;
+  if (g_requested.load()) {
+    // A second Ctrl-C: leave now; the last committed checkpoint stands.
+    if (sig == SIGINT && g_signal.load() == SIGINT) _exit(kExitPreempted);
+    return;
+  }
   // Time and signal first, the flag last: whoever sees the flag sees a valid time.
   g_signal.store(sig);
   g_requested_at_ms.store(now_ms());  // steady_clock::now is lock-free on Linux
@@ -47,10 +51,17 @@ void watch() {
     std::fflush(stderr);
     _exit(kExitPreempted);
   }
-  LF_WARN((g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM")
-          << " received: finishing the current step, committing a checkpoint, exiting with "
-          << kExitPreempted << " within " << g_grace_ms.load() / 1000.0
-          << " s (cluster.preempt_grace_seconds)");
+  if (g_signal.load() == SIGINT) {
+    LF_WARN(
+        "SIGINT (Ctrl-C) received: as lorafleet-ctl stop, the ranks agree on a last step, "
+        "commit a checkpoint, write the LoRA and exit 0 within "
+        << g_grace_ms.load() / 1000.0
+        << " s (cluster.preempt_grace_seconds); Ctrl-C again exits at once");
+  } else {
+    LF_WARN("SIGTERM received: finishing the current step, committing a checkpoint, exiting with "
+            << kExitPreempted << " within " << g_grace_ms.load() / 1000.0
+            << " s (cluster.preempt_grace_seconds)");
+  }
   while (now_ms() - g_requested_at_ms.load() < g_grace_ms.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -81,7 +92,13 @@ void Preemption::set_grace(std::chrono::seconds grace) {
   g_grace_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(grace).count());
 }
 
-bool Preemption::requested() { return g_requested.load(std::memory_order_acquire); }
+bool Preemption::requested() {
+  return g_requested.load(std::memory_order_acquire) && g_signal.load() != SIGINT;
+}
+
+bool Preemption::interrupted() {
+  return g_requested.load(std::memory_order_acquire) && g_signal.load() == SIGINT;
+}
 
 void Preemption::set_checkpointable() { g_checkpointable.store(true); }
 

@@ -4,6 +4,8 @@
 // Exit codes say what happened, so supervisors and Kubernetes podFailurePolicy rules can act:
 //   0   the job's last step is done
 //   143 preempted (SIGTERM): a checkpoint was committed (or the grace ran out; the previous stands)
+//   4   cancelled by an operator (lorafleet-ctl cancel): the last committed checkpoint stands
+//   0   also after an operator's stop (lorafleet-ctl stop, Ctrl-C): checkpoint and LoRA written
 //   75  a peer, the network or the coordinator was lost: restart the group
 //   3   bad input (config, dataset, checkpoint): restarting cannot help
 //   1   any other error
@@ -206,6 +208,24 @@ int run_worker(int argc, char** argv) {
           std::to_string(store->port());
     }
     const int timeout = connect_timeout >= 0 ? connect_timeout : 30;
+    // An operator's cancel (lorafleet-ctl cancel) arrives on the heartbeat thread: report it and
+    // leave at once; the last committed checkpoint stays the resume point.
+    // Not MPI_Abort: this is not the thread that initialised MPI. Every rank hears the cancel
+    // from its own heartbeat, and mpirun ends the rest when one rank exits non-zero.
+    client.set_on_cancel([&client, rank](const std::string& reason) {
+      LF_WARN("cancelled (" << reason << "): exiting with " << kExitCancelled
+                            << "; the last committed checkpoint stays the resume point");
+      FinishReport report;
+      report.rank = rank;
+      report.ok = false;
+      report.error = "cancelled: " + reason;
+      report.cancelled = true;
+      client.set_retry_budget(std::chrono::seconds(2));
+      client.finish(report);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(kExitCancelled);
+    });
     const JobAssignment job = client.register_worker(me, timeout);
     if (job.rank != rank || (launch.world_size > 0 && job.world_size != launch.world_size)) {
       throw std::runtime_error("coordinator assigned rank " + std::to_string(job.rank) + "/" +
@@ -278,6 +298,7 @@ int run_worker(int argc, char** argv) {
       Preemption::set_checkpointable();
       return Preemption::requested();
     };
+    opts.interrupt_requested = [] { return Preemption::interrupted(); };
     if (rank == 0) {
       LF_INFO("job " << job.job_config_name << ": world_size " << job.world_size << ", "
                      << job.max_train_steps << " steps over " << job.num_epochs
@@ -287,7 +308,11 @@ int run_worker(int argc, char** argv) {
     }
     TrainResult r = run_training(config, job, comm, client, opts);
     if (r.preempted) {
-      client.finish(rank, r.global_step, true, "", /*preempted=*/true);
+      FinishReport report;
+      report.rank = rank;
+      report.global_step = r.global_step;
+      report.preempted = true;
+      client.finish(report);
       LF_WARN("preempted: checkpoint " << r.checkpoint_dir << " committed at global_step "
                                         << r.global_step << " within "
                                         << Preemption::seconds_since_request()
@@ -297,7 +322,17 @@ int run_worker(int argc, char** argv) {
       // Peers exit at the same step; skip MPI_Finalize's barrier-like teardown.
       _exit(kExitPreempted);
     }
-    client.finish(rank, r.global_step, true, "");
+    FinishReport report;
+    report.rank = rank;
+    report.global_step = r.global_step;
+    report.stopped = r.stopped;
+    client.finish(report);
+    if (r.stopped && rank == 0) {
+      std::printf(
+          "lorafleet: stopped at global_step %lld on an operator's request; --resume "
+          "continues from the checkpoint\n",
+          static_cast<long long>(r.global_step));
+    }
     if (rank == 0) {
       const double sps = r.seconds > 0 ? r.steps_run / r.seconds : 0.0;
       std::printf("lorafleet: trained %lld steps in %.1f s (%.2f steps/s)\n",
@@ -317,8 +352,12 @@ int run_worker(int argc, char** argv) {
       // Best effort and brief: the coordinator may be what was lost.
       if (!client_ptr) client_ptr = std::make_unique<CoordinatorClient>(coordinator, security);
       client_ptr->set_retry_budget(std::chrono::seconds(2));
-      client_ptr->finish(rank, 0, false, e.what(), /*preempted=*/false,
-                         /*permanent=*/code == kExitBadInput);
+      FinishReport report;
+      report.rank = rank;
+      report.ok = false;
+      report.error = e.what();
+      report.permanent = code == kExitBadInput;
+      client_ptr->finish(report);
     } catch (...) {
     }
     if (under_mpi) MpiRuntime::abort(code);

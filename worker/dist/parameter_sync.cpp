@@ -76,7 +76,11 @@ bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& para
   for (const auto& p : params) numel += p.numel();
   auto scalar = [&](double v) { return torch::full({1}, v, wire); };
   parts.push_back(scalar(sums.loss_sum));
-  if (sums.stop_votes) parts.push_back(scalar(*sums.stop_votes));
+  if (sums.votes) {
+    parts.push_back(scalar(sums.votes->preempt));
+    parts.push_back(scalar(sums.votes->operator_stop));
+    parts.push_back(scalar(sums.votes->sample_now));
+  }
   if (sums.check_finite) parts.push_back(scalar(0.0));
   at::Tensor flat = flatten(parts);
   if (sums.check_finite) {  // one check of the whole local buffer, before it is reduced
@@ -92,7 +96,11 @@ bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& para
   const double* scalars = tail.data_ptr<double>();
   std::int64_t slot = 0;
   sums.loss_sum = scalars[slot++];
-  if (sums.stop_votes) sums.stop_votes = scalars[slot++];
+  if (sums.votes) {
+    sums.votes->preempt = scalars[slot++];
+    sums.votes->operator_stop = scalars[slot++];
+    sums.votes->sample_now = scalars[slot++];
+  }
   bool finite = true;
   if (sums.check_finite) {
     sums.nonfinite_ranks = scalars[slot++];

@@ -18,12 +18,20 @@ namespace lf {
 // travel as float32, exactly, since MPI has no half types).
 void broadcast_parameters(Communicator& comm, const std::vector<at::Tensor>& params, int root);
 
+// The stop and sample votes of one step: each goes in as this rank's 0 / 1 and comes out as the
+// number of ranks voting.
+struct StepVotes {
+  double preempt = 0.0;        // SIGTERM seen (worker/app/preemption.h)
+  double operator_stop = 0.0;  // lorafleet-ctl stop or Ctrl-C (SIGINT) seen
+  double sample_now = 0.0;     // an unhandled lorafleet-ctl sample-now request seen
+};
+
 // The per-step scalars that ride in the gradient allreduce: each goes in as this rank's value and
 // comes out summed over ranks, so every rank agrees on them at no extra collective.
 struct StepSums {
   double loss_sum = 0.0;    // this rank's loss sum -> the global one
-  // This rank's stop vote (1: SIGTERM seen) -> the ranks voting; nullopt: not sent.
-  std::optional<double> stop_votes;
+  // This rank's votes -> the ranks voting, per kind; nullopt: not sent.
+  std::optional<StepVotes> votes;
   // fp16 loss scaling: check this rank's gradients and loss for Inf / NaN and send the flag
   // (false: no check; the buffer and its reduction stay as without scaling).
   bool check_finite = false;
@@ -32,7 +40,7 @@ struct StepSums {
 
 // Sums every parameter's .grad() over ranks in place (a rank with no samples contributes zeros;
 // undefined grads become defined) together with `sums`, in one allreduce of one flat buffer:
-// [grads | loss_sum | stop vote | non-finite flag], float32 whatever the parameters' dtype (a
+// [grads | loss_sum | 3 votes | non-finite flag], float32 whatever the parameters' dtype (a
 // half gradient is summed in float32 and rounded once). Callers scale the loss by 1 / global
 // batch size before backward, so the summed gradient is the exact global-batch mean. With
 // check_finite, returns whether every rank's gradients and loss and their sums are finite (the

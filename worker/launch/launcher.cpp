@@ -108,8 +108,10 @@ bool reap(std::vector<Member>& members) {
 }
 
 // Stops the remaining members: SIGTERM (they may commit a checkpoint), SIGKILL after the grace.
-void stop_group(std::vector<Member>& members, double grace_seconds) {
-  signal_all(members, SIGTERM);
+// Sends `sig` (SIGTERM: preemption, SIGINT: an operator's stop) and SIGKILLs whatever is left
+// after the grace.
+void stop_group(std::vector<Member>& members, double grace_seconds, int sig = SIGTERM) {
+  signal_all(members, sig);
   const auto deadline = Clock::now() + std::chrono::duration<double>(grace_seconds);
   while (!reap(members)) {
     if (Clock::now() >= deadline) {
@@ -165,12 +167,14 @@ int run_launcher(const LaunchOptions& o) {
       if (first_bad != nullptr || all) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (g_signal.load() != 0) {
-      LF_WARN("signal " << g_signal.load()
-                        << ": forwarding SIGTERM to the group and waiting for "
-                           "its checkpoint");
-      stop_group(members, o.stop_grace_seconds);
-      // All members done with 0: the job ended as the signal came; otherwise it was stopped.
+    if (const int sig = g_signal.load(); sig != 0) {
+      // Ctrl-C (SIGINT) is an operator's stop: the workers commit a checkpoint and exit 0.
+      // SIGTERM is a preemption: they commit one and exit 143.
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      LF_WARN("signal " << sig << ": forwarding " << name
+                        << " to the group and waiting for its checkpoint");
+      stop_group(members, o.stop_grace_seconds, sig == SIGINT ? SIGINT : SIGTERM);
+      // All members done with 0: the job ended as the signal came, or stopped on SIGINT.
       const bool all_ok = std::all_of(members.begin(), members.end(), [](const Member& m) {
         return WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
       });
@@ -186,8 +190,9 @@ int run_launcher(const LaunchOptions& o) {
             describe_status(first_bad->status);
     LF_WARN(cause << "; stopping the rest of the group");
     stop_group(members, o.stop_grace_seconds);
-    if (code == kExitBadInput || code == 126 || code == 127) {
-      // 3: bad input or a refusal by the coordinator; 126/127: the command cannot be run.
+    if (code == kExitBadInput || code == kExitCancelled || code == 126 || code == 127) {
+      // 3: bad input or a refusal by the coordinator; 4: an operator cancelled the job;
+      // 126/127: the command cannot be run.
       LF_ERROR(cause << ": restarting cannot help; giving up");
       return code;
     }

@@ -6,9 +6,11 @@
 //                                                         (LF_RANK / LF_WORLD_SIZE, Gloo)
 //   lorafleet-launch -- mpirun -np N lorafleet-worker ARGS  restarts the whole mpirun command
 // Exit codes of members: 143 (preempted) restarts without counting against max_restarts;
-// 3 (bad input) stops at once; anything else, or death by a signal, is a failure that restarts.
-// SIGTERM/SIGINT to the launcher are forwarded; it then waits for the members (they commit a
-// checkpoint) and exits 143.
+// 3 (bad input) and 4 (cancelled by an operator) stop at once; anything else, or death by a
+// signal, is a failure that restarts. SIGTERM to the launcher is forwarded (the members commit a
+// checkpoint and exit 143; the launcher exits 143). SIGINT (Ctrl-C) is forwarded as SIGINT, an
+// operator's stop: the members commit a checkpoint, write the LoRA and exit 0, and so does the
+// launcher.
 #pragma once
 
 #include <string>

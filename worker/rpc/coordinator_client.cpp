@@ -21,23 +21,12 @@
 #include "common/util/log.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 #include "proto/proto_convert.h"
+#include "worker/rpc/coordinator_channel.h"
 
 namespace lf {
 namespace pb = lorafleet::v1;
 
 namespace {
-
-// "UNAVAILABLE: <message>": the code by name, as grpc's own tools print it.
-std::string describe(const grpc::Status& s) {
-  static const char* const kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  const int code = static_cast<int>(s.error_code());
-  const std::string name = code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
-  return name + ": " + s.error_message();
-}
 
 // A refusal the coordinator will repeat on every retry: see CoordinatorError::permanent().
 bool is_permanent(const grpc::Status& s) {
@@ -68,13 +57,14 @@ struct CoordinatorClient::Impl {
   bool superseded = false;
   bool stop = false;
   std::string stop_reason;
+  OperatorAsk ask;
+  std::function<void(const std::string&)> on_cancel;  // heartbeat thread only, once
+  bool cancel_seen = false;
 
   std::string job_token;  // "" sends no authorization metadata
 
   // Call right after creating each grpc::ClientContext: adds what every RPC must carry.
-  void prepare(grpc::ClientContext* ctx) const {
-    if (!job_token.empty()) ctx->AddMetadata("authorization", "Bearer " + job_token);
-  }
+  void prepare(grpc::ClientContext* ctx) const { add_job_token(ctx, job_token); }
 
   // Progress sender.
   std::mutex mu;
@@ -91,6 +81,21 @@ struct CoordinatorClient::Impl {
     superseded = superseded || is_superseded;
     if (!stop) stop_reason = reason;
     stop = true;
+  }
+
+  // Records what an operator asked; a cancel runs on_cancel (once), which normally exits.
+  void note_operator(const pb::ProgressAck& ack) {
+    bool cancel_now = false;
+    {
+      std::lock_guard<std::mutex> lock(status_mu);
+      ask.stop = ack.operator_stop();
+      ask.cancel = ack.operator_cancel();
+      ask.sample_now_id = std::max(ask.sample_now_id, ack.sample_now_id());
+      ask.reason = ack.operator_reason();
+      cancel_now = ask.cancel && !cancel_seen;
+      cancel_seen = cancel_seen || ask.cancel;
+    }
+    if (cancel_now && on_cancel) on_cancel(ack.operator_reason());
   }
 
   // Runs `rpc(&ctx)` with a fresh context per attempt until it returns a status that is not
@@ -124,8 +129,8 @@ struct CoordinatorClient::Impl {
       const auto elapsed = std::chrono::steady_clock::now() - start;
       if (elapsed + backoff > budget) return s;
       if (!retrying) {
-        LF_WARN(what << ": the coordinator at " << address << " is unreachable (" << describe(s)
-                     << "); retrying for up to "
+        LF_WARN(what << ": the coordinator at " << address << " is unreachable ("
+                     << describe_status(s) << "); retrying for up to "
                      << std::chrono::duration_cast<std::chrono::seconds>(budget).count() << " s");
         retrying = true;
       }
@@ -167,11 +172,12 @@ struct CoordinatorClient::Impl {
           LF_INFO("progress reports reach the coordinator at " << address << " again");
         progress_failing = false;
         if (ack.stop()) note_stop(ack.stop_reason(), false);
+        note_operator(ack);
       } else if (s.error_code() == grpc::StatusCode::ABORTED) {
         note_stop(s.error_message(), true);
       } else if (!progress_failing) {
         // The newest report is resent with the next heartbeat; training goes on meanwhile.
-        LF_WARN("progress report to " << address << " failed (" << describe(s)
+        LF_WARN("progress report to " << address << " failed (" << describe_status(s)
                                       << "); training goes on, reports resume when it answers");
         progress_failing = true;
       }
@@ -185,22 +191,8 @@ CoordinatorClient::CoordinatorClient(const std::string& address, const ClientSec
     : impl_(std::make_unique<Impl>()), address_(address) {
   impl_->address = address;
   impl_->retry = retry;
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxPlanMessageBytes);  // plans of large datasets
-  // gRPC's default reconnect backoff grows to 120 s; a restarted coordinator should be found
-  // within our own retry cadence.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!security.tls_root_pem.empty()) {
-    grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = security.tls_root_pem;  // only this CA, not the system roots
-    credentials = grpc::SslCredentials(tls);
-    if (!security.tls_server_name.empty()) args.SetSslTargetNameOverride(security.tls_server_name);
-  }
   impl_->job_token = security.job_token;
-  impl_->channel = grpc::CreateCustomChannel(address, credentials, args);
+  impl_->channel = make_coordinator_channel(address, security);
   impl_->stub = pb::Coordinator::NewStub(impl_->channel);
   impl_->sender = std::thread([this] { impl_->send_loop(); });
 }
@@ -247,7 +239,7 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
                   [&](grpc::ClientContext* ctx) { return impl_->stub->Register(ctx, req, &resp); });
   if (!s.ok()) {
     throw CoordinatorError("coordinator at " + address_ + " refused Register for rank " +
-                               std::to_string(me.rank) + ": " + describe(s),
+                               std::to_string(me.rank) + ": " + describe_status(s),
                            is_permanent(s));
   }
   impl_->generation.store(resp.generation());
@@ -271,6 +263,11 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   a.generation = resp.generation();
   a.rendezvous_address = resp.rendezvous_address();
   a.nccl_unique_id = resp.nccl_unique_id();
+  a.sample_now_id = resp.sample_now_id();
+  {
+    std::lock_guard<std::mutex> lock(impl_->status_mu);
+    impl_->ask.sample_now_id = std::max(impl_->ask.sample_now_id, a.sample_now_id);
+  }
   if (resp.has_resume_point()) {
     const pb::ResumePoint& p = resp.resume_point();
     a.resume.checkpoint = p.checkpoint();
@@ -289,7 +286,7 @@ Dataset CoordinatorClient::get_dataset() {
       "GetDataset", true, std::chrono::seconds(120), false, impl_->retry.budget,
       [&](grpc::ClientContext* ctx) { return impl_->stub->GetDataset(ctx, req, &resp); });
   if (!s.ok()) {
-    throw CoordinatorError("GetDataset from " + address_ + " failed: " + describe(s),
+    throw CoordinatorError("GetDataset from " + address_ + " failed: " + describe_status(s),
                            is_permanent(s));
   }
   return dataset_from_proto(resp);
@@ -304,7 +301,7 @@ EpochPlan CoordinatorClient::get_epoch_plan(int epoch) {
       [&](grpc::ClientContext* ctx) { return impl_->stub->GetEpochPlan(ctx, req, &resp); });
   if (!s.ok()) {
     throw CoordinatorError("GetEpochPlan(" + std::to_string(epoch) + ") from " + address_ +
-                               " failed: " + describe(s),
+                               " failed: " + describe_status(s),
                            is_permanent(s));
   }
   return epoch_plan_from_proto(resp);
@@ -332,7 +329,7 @@ bool CoordinatorClient::commit_checkpoint(int rank, std::int64_t global_step,
       [&](grpc::ClientContext* ctx) { return impl_->stub->CommitCheckpoint(ctx, req, &ack); });
   if (!s.ok()) {
     const std::string msg = "CommitCheckpoint(step " + std::to_string(global_step) + ") to " +
-                            address_ + " failed: " + describe(s);
+                            address_ + " failed: " + describe_status(s);
     if (s.error_code() == grpc::StatusCode::ABORTED) throw GroupSupersededError(msg);
     throw CoordinatorError(msg, is_permanent(s));
   }
@@ -343,16 +340,17 @@ void CoordinatorClient::set_retry_budget(std::chrono::milliseconds budget) {
   impl_->retry.budget = budget;
 }
 
-void CoordinatorClient::finish(int rank, std::int64_t global_step, bool ok,
-                               const std::string& error, bool preempted, bool permanent) {
+void CoordinatorClient::finish(const FinishReport& report) {
   pb::FinishRequest req;
-  req.set_rank(rank);
-  req.set_global_step(global_step);
-  req.set_ok(ok);
-  req.set_error(error);
+  req.set_rank(report.rank);
+  req.set_global_step(report.global_step);
+  req.set_ok(report.ok);
+  req.set_error(report.error);
   req.set_generation(impl_->generation.load());
-  req.set_preempted(preempted);
-  req.set_permanent(permanent);
+  req.set_preempted(report.preempted);
+  req.set_permanent(report.permanent);
+  req.set_stopped(report.stopped);
+  req.set_cancelled(report.cancelled);
   pb::FinishAck ack;
   // Idempotent: a repeated Finish of a finished rank is ignored. A client that never
   // registered (a rank failing before or without joining) tries briefly: nobody waits on it.
@@ -362,7 +360,7 @@ void CoordinatorClient::finish(int rank, std::int64_t global_step, bool ok,
   const grpc::Status s =
       impl_->call("Finish", true, std::chrono::seconds(10), false, budget,
                   [&](grpc::ClientContext* ctx) { return impl_->stub->Finish(ctx, req, &ack); });
-  if (!s.ok()) LF_WARN("Finish to " << address_ << " failed: " << describe(s));
+  if (!s.ok()) LF_WARN("Finish to " << address_ << " failed: " << describe_status(s));
 }
 
 bool CoordinatorClient::superseded() const {
@@ -385,6 +383,15 @@ bool CoordinatorClient::stop_requested() const {
 std::string CoordinatorClient::stop_reason() const {
   std::lock_guard<std::mutex> lock(impl_->status_mu);
   return impl_->stop_reason;
+}
+
+OperatorAsk CoordinatorClient::operator_ask() const {
+  std::lock_guard<std::mutex> lock(impl_->status_mu);
+  return impl_->ask;
+}
+
+void CoordinatorClient::set_on_cancel(std::function<void(const std::string&)> on_cancel) {
+  impl_->on_cancel = std::move(on_cancel);
 }
 
 std::uint64_t CoordinatorClient::generation() const { return impl_->generation.load(); }

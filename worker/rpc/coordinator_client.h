@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -87,6 +88,30 @@ struct JobAssignment {
   std::string rendezvous_address;  // rank 0's, relayed (env mode)
   std::string nccl_unique_id;
   ResumeAssignment resume;
+  // Operator sample-now requests before this generation (ranks act only on later ones).
+  std::int64_t sample_now_id = 0;
+};
+
+// What an operator asked through lorafleet.v1.JobControl, as the latest heartbeat answer
+// (ProgressAck) said. Ranks learn it at different moments; the trainer agrees on the step in its
+// gradient allreduce.
+struct OperatorAsk {
+  bool stop = false;               // stop after an agreed step: checkpoint, LoRA, exit 0
+  bool cancel = false;             // exit at once with kExitCancelled
+  std::int64_t sample_now_id = 0;  // sample-now requests so far (monotonic)
+  std::string reason;              // who asked, for the logs
+};
+
+// How a rank ended, for CoordinatorClient::finish (lorafleet.v1.FinishRequest).
+struct FinishReport {
+  int rank = 0;
+  std::int64_t global_step = 0;
+  bool ok = true;
+  std::string error;       // !ok: why
+  bool preempted = false;  // stopped on SIGTERM after committing a checkpoint (exit 143)
+  bool permanent = false;  // failed on bad input (exit 3): the job ends, no restart
+  bool stopped = false;    // stopped on an operator's stop / SIGINT after a checkpoint (exit 0)
+  bool cancelled = false;  // exits on an operator's cancel (exit 4)
 };
 
 struct ProgressUpdate {
@@ -131,10 +156,8 @@ class CoordinatorClient {
   // CoordinatorError on other failures.
   bool commit_checkpoint(int rank, std::int64_t global_step, const std::string& path);
   // Blocking, best effort (errors are logged, not thrown; retries while unreachable): this rank
-  // is done. preempted: it stopped on SIGTERM after committing a checkpoint. permanent: it
-  // failed on bad input (exit 3), so the coordinator ends the job instead of awaiting a restart.
-  void finish(int rank, std::int64_t global_step, bool ok, const std::string& error,
-              bool preempted = false, bool permanent = false);
+  // is done, as `report` says (see FinishReport).
+  void finish(const FinishReport& report);
 
   // Whether the coordinator said this rank's generation is over (ABORTED on any RPC, including
   // the background progress reports): the trainer should stop. Thread-safe.
@@ -149,6 +172,12 @@ class CoordinatorClient {
   // superseded). Thread-safe.
   bool stop_requested() const;
   std::string stop_reason() const;
+  // What an operator asked, as the latest heartbeat answer said. Thread-safe.
+  OperatorAsk operator_ask() const;
+  // Called once, on the heartbeat thread, when a heartbeat answer carries an operator's cancel
+  // (with its reason). The worker reports it and exits from there: a cancel does not wait for
+  // the step. Set it before register_worker.
+  void set_on_cancel(std::function<void(const std::string& reason)> on_cancel);
   // The generation from register_worker (0 before). Thread-safe.
   std::uint64_t generation() const;
 

@@ -123,12 +123,12 @@ StepResult train_one_step(TrainingSession& s, const EpochPlan& plan, std::int64_
   const auto allreduce_t0 = SteadyClock::now();
   StepSums sums;
   sums.loss_sum = local_loss_sum;
-  sums.stop_votes = hooks.stop_requested && hooks.stop_requested() ? 1.0 : 0.0;
+  sums.votes = hooks.votes ? hooks.votes() : StepVotes{};
   sums.check_finite = s.loss_scaler != nullptr;
   const bool finite = allreduce_gradients(
       s.comm, s.params, sums, s.loss_scaler ? s.loss_scaler->inverse_scale() : 1.0);
   r.allreduce_seconds = seconds_since(allreduce_t0);
-  r.stop_votes = *sums.stop_votes;
+  r.votes = *sums.votes;
   r.loss = sums.loss_sum / r.global_samples;
   if (!s.loss_scaler && !std::isfinite(r.loss)) throw_non_finite_loss(s, r.loss);
   if (s.loss_scaler && !finite) {

@@ -1,7 +1,7 @@
 // One optimizer step of one rank, identical on every rank: for each of the step's global batches
 // this rank's inputs, noise and timesteps from the (seed, rank, global_step, micro-batch)
 // stream, the loss sum / the step's global sample count, backward; then one fused allreduce of
-// [all LoRA grads | loss sum | stop vote], grad-norm clipping and the optimizer step at
+// [all LoRA grads | loss sum | stop and sample votes], grad-norm clipping and the optimizer step at
 // lr(global_step). Mirrors kohya train_network.py's inner loop (accelerator.accumulate,
 // backward, clip_grad_norm_, optimizer.step).
 #pragma once
@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "common/data/epoch_plan.h"
+#include "worker/dist/parameter_sync.h"
 #include "worker/train/sample_log.h"
 #include "worker/train/train_observer.h"
 #include "worker/train/trainer.h"
@@ -23,7 +24,7 @@ struct StepResult {
   double lr = 0.0;             // the reported group's learning rate (TrainingSession::reported_lr)
   int local_samples = 0;       // samples this rank trained
   double global_samples = 0;   // samples of the step on all ranks
-  double stop_votes = 0.0;     // ranks that asked to stop (SIGTERM), summed in the allreduce
+  StepVotes votes;             // ranks voting to stop / sample, summed in the allreduce
   double data_wait_seconds = 0.0;
   double allreduce_seconds = 0.0;
   double grad_norm = 0.0;      // before clipping (0 when max_grad_norm is 0 or the step skipped)
@@ -37,7 +38,8 @@ struct StepResult {
 
 // What the loop hands one step besides the batches.
 struct StepHooks {
-  std::function<bool()> stop_requested;  // polled once, just before the allreduce (may be empty)
+  // This rank's votes, polled once just before the allreduce (may be empty: no votes).
+  std::function<StepVotes()> votes;
   std::optional<NonFiniteInjection> inject_nonfinite;  // test hook (trainer.h)
 };
 

@@ -127,10 +127,11 @@ void save_periodically(TrainingSession& s, CheckpointWriter& checkpoints, const 
 
 // kohya's sample images after a step: every sample_every_n_steps steps, or at the end of every
 // sample_every_n_epochs-th epoch (the step ended epoch `step_epoch`, 0-based).
+// `now`: an operator's sample-now request reached this step (every rank agrees).
 void sample_after_step(TrainingSession& s, SampleImages& samples, TrainObserver& observer,
-                       int step_epoch) {
+                       int step_epoch, bool now) {
   const std::int64_t step = s.state.global_step;
-  if (samples.due_after_step(step)) samples.generate(s, step, std::nullopt, &observer);
+  if (samples.due_after_step(step) || now) samples.generate(s, step, std::nullopt, &observer);
   if (s.state.epoch > step_epoch && samples.due_after_epoch(s.state.epoch)) {
     samples.generate(s, step, s.state.epoch, &observer);
   }
@@ -159,7 +160,19 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       options.stop_at_step > 0 ? std::min<std::int64_t>(options.stop_at_step, job.max_train_steps)
                                : job.max_train_steps;
   const std::int64_t accum = config.training.gradient_accumulation_steps;
-  const StepHooks hooks{options.stop_requested, options.inject_nonfinite};
+  // Operator sample-now requests handled so far; every rank counts the same, from the votes.
+  std::int64_t sample_now_handled = job.sample_now_id;
+  StepHooks hooks;
+  hooks.inject_nonfinite = options.inject_nonfinite;
+  hooks.votes = [&] {
+    const OperatorAsk ask = coordinator.operator_ask();
+    StepVotes v;
+    v.preempt = options.stop_requested && options.stop_requested() ? 1.0 : 0.0;
+    const bool interrupted = options.interrupt_requested && options.interrupt_requested();
+    v.operator_stop = ask.stop || interrupted ? 1.0 : 0.0;
+    v.sample_now = ask.sample_now_id > sample_now_handled ? 1.0 : 0.0;
+    return v;
+  };
   observer.on_start(job.max_train_steps, state.global_step);
   // kohya calls sample_images with epoch 0 before training: the images are named e000000.
   if (samples.due_at_start(state.global_step)) samples.generate(s, 0, 0, &observer);
@@ -170,7 +183,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   // pace); from here on every collective is one training step's.
   comm.set_timeout(std::chrono::seconds(config.cluster.collective_timeout));
   const auto loop_start = SteadyClock::now();
-  while (state.global_step < stop_at && !result.preempted) {
+  while (state.global_step < stop_at && !result.preempted && !result.stopped) {
     const auto plan_t0 = SteadyClock::now();
     plan = start_epoch(s);
     double plan_wait = seconds_since(plan_t0);  // charged to the first step of the epoch
@@ -195,20 +208,26 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       }
       report_step(s, observer, r, step_epoch, seconds_since(step_t0), local_samples_total);
       const bool last = state.global_step >= stop_at;
-      if (r.stop_votes > 0 && !last) {
-        // Preemption: every rank saw the same vote sum in this step's allreduce.
+      if (r.votes.sample_now > 0) ++sample_now_handled;
+      const bool operator_stop = r.votes.operator_stop > 0;
+      if ((operator_stop || r.votes.preempt > 0) && !last) {
+        // Every rank saw the same vote sums in this step's allreduce. An operator's stop wins
+        // over a preemption: the job ends (exit 0) instead of awaiting a restart.
         if (s.rank == 0) {
-          LF_WARN("stopping after global_step " << state.global_step << " (SIGTERM on "
-                                                << r.stop_votes
-                                                << " rank(s)): committing a checkpoint");
+          LF_WARN("stopping after global_step "
+                  << state.global_step << " ("
+                  << (operator_stop ? "operator stop on " : "SIGTERM on ")
+                  << (operator_stop ? r.votes.operator_stop : r.votes.preempt)
+                  << " rank(s)): committing a checkpoint");
         }
         const auto written = checkpoints.write(state, SaveReason::kStep, plan);
-        result.preempted = true;
+        result.preempted = !operator_stop;
+        result.stopped = operator_stop;
         result.checkpoint_dir = written.checkpoint_dir;
         result.lora_path = written.lora_path;
         break;
       }
-      sample_after_step(s, samples, observer, step_epoch);
+      sample_after_step(s, samples, observer, step_epoch, r.votes.sample_now > 0);
       if (!last) save_periodically(s, checkpoints, plan, step_epoch);
     }
   }
@@ -216,7 +235,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   result.global_step = state.global_step;
   s.memory.end_phase("training");
   if (s.rank == 0) LF_INFO("peak memory: " << s.memory.summary());
-  if (result.preempted) {
+  if (result.preempted || result.stopped) {
     observer.on_end(/*finished=*/false);
     return result;
   }

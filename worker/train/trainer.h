@@ -39,6 +39,11 @@ struct TrainerOptions {
   // gradient allreduce; once any rank votes, every rank commits a checkpoint after that same
   // step and returns with TrainResult::preempted. Unset: never.
   std::function<bool()> stop_requested;
+  // Polled once per step (SIGINT, Ctrl-C, seen): an operator's stop, as `lorafleet-ctl stop`
+  // (which the loop reads from the coordinator's heartbeat answers). Its vote rides in the same
+  // allreduce; once any rank votes, every rank commits a checkpoint after that step and returns
+  // with TrainResult::stopped. Unset: never.
+  std::function<bool()> interrupt_requested;
   // --sample-log: "" = off; else every rank appends its trained samples to
   // <sample_log>.rank<r>.jsonl (worker/train/sample_log.h).
   std::string sample_log;
@@ -52,14 +57,16 @@ struct TrainResult {
   std::string checkpoint_dir;   // last checkpoint written
   double seconds = 0.0;         // wall time of the training loop
   std::int64_t steps_run = 0;   // steps run by this process (excludes resumed ones)
-  bool preempted = false;       // stopped early on a stop vote, after committing checkpoint_dir
+  bool preempted = false;       // stopped early on a SIGTERM vote, after committing checkpoint_dir
+  bool stopped = false;         // stopped early on an operator's stop, after committing it
 };
 
 // Runs the job to max_train_steps, from the checkpoint the coordinator chose for the group
-// (job.resume) or fresh. The LR of each step is lr_at_step(global_step) with the total
-// job.max_train_steps, which the coordinator recomputes on a resume. Throws std::runtime_error
-// (naming the file/key) on bad input, CoordinatorError when the coordinator fails, and whatever
-// a collective throws.
+// (job.resume) or fresh. An operator's sample-now request (coordinator.operator_ask()) samples
+// the images after the step whose allreduce first carried it, once per request. The LR of each step
+// is lr_at_step(global_step) with the total job.max_train_steps, which the coordinator recomputes
+// on a resume. Throws std::runtime_error (naming the file/key) on bad input, CoordinatorError when
+// the coordinator fails, and whatever a collective throws.
 TrainResult run_training(const JobConfig& config, const JobAssignment& job, Communicator& comm,
                          CoordinatorClient& coordinator, const TrainerOptions& options);
 
