@@ -92,6 +92,9 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
                                                   control_.get());
   control_service_ =
       std::make_unique<ControlService>(service_options.job_token, *control_, *service_);
+  status_http_ = std::make_unique<StatusHttp>(
+      service_options.job_token, *service_, *control_service_,
+      (std::filesystem::path(config_.output.output_dir) / "sample").string());
 }
 
 CoordinatorServer::~CoordinatorServer() { shutdown(); }
@@ -124,7 +127,7 @@ void CoordinatorServer::start() {
   port_ = selected_port;
   if (!metrics_address_.empty()) {
     try {
-      exposer_ = std::make_unique<metrics::Exposer>(metrics_address_);
+      exposer_ = std::make_unique<metrics::Exposer>(metrics_address_, 2, status_http_->routes());
     } catch (const std::exception& e) {
       server_->Shutdown();
       server_.reset();
@@ -192,10 +195,14 @@ int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) 
                                        "tls_key_file on untrusted networks)");
   }
   if (server.metrics_port() > 0) {
-    LF_INFO("serving /metrics on http://" << with_port(
-                options.metrics_address.value_or(config.coordinator.metrics_address),
-                server.metrics_port())
-                                          << "/metrics");
+    const std::string http =
+        "http://" + with_port(options.metrics_address.value_or(config.coordinator.metrics_address),
+                              server.metrics_port());
+    LF_INFO("serving /metrics on "
+            << http << "/metrics and the status page on " << http << "/"
+            << (server.security_summary().find("token required") != std::string::npos
+                    ? " (open /?token=<job token> once)"
+                    : ""));
   } else {
     LF_INFO("/metrics disabled (coordinator.metrics_address is empty)");
   }

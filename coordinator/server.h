@@ -12,6 +12,7 @@
 #include "coordinator/control_service.h"
 #include "coordinator/operator_control.h"
 #include "coordinator/service.h"
+#include "coordinator/status_http.h"
 
 namespace grpc {
 class Server;
@@ -54,9 +55,10 @@ class CoordinatorServer {
   CoordinatorServer(const JobConfig& config, const CoordinatorOptions& options);
   ~CoordinatorServer();  // shutdown()
 
-  // Binds and starts serving gRPC on the listen address and /metrics on the metrics address
-  // (when non-empty). Throws std::runtime_error "cannot listen on <addr> (<key>)..." when a
-  // bind fails. Not thread-safe; call once.
+  // Binds and starts serving gRPC on the listen address and /metrics, the status page (/) and
+  // /api/v1/status (coordinator/status_http.h) on the metrics address (when non-empty). Throws
+  // std::runtime_error "cannot listen on <addr> (<key>)..." when a bind fails. Not thread-safe;
+  // call once.
   void start();
   // Bound ports (useful with port 0); 0 before start() or when /metrics is disabled.
   int port() const { return port_; }
@@ -97,6 +99,7 @@ class CoordinatorServer {
   std::unique_ptr<OperatorControl> control_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<ControlService> control_service_;
+  std::unique_ptr<StatusHttp> status_http_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<metrics::Exposer> exposer_;
   int port_ = 0;

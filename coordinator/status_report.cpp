@@ -11,15 +11,26 @@ namespace lf {
 
 namespace pb = lorafleet::v1;
 
-std::string status_json(const pb::JobStatus& status) {
+namespace {
+
+std::string message_json(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   std::string out;
-  const auto st = google::protobuf::util::MessageToJsonString(status, &out, options);
-  if (!st.ok()) throw std::runtime_error("cannot print the job status as JSON: " + st.ToString());
+  const auto st = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!st.ok()) {
+    throw std::runtime_error("cannot print " + message.GetTypeName() +
+                             " as JSON: " + st.ToString());
+  }
   return out;
 }
+
+}  // namespace
+
+std::string status_json(const pb::JobStatus& status) { return message_json(status); }
+
+std::string control_reply_json(const pb::ControlReply& reply) { return message_json(reply); }
 
 namespace {
 

@@ -12,6 +12,8 @@ namespace lf {
 // lorafleet's keys) and every field present, defaults included; int64 values are JSON strings
 // as the mapping says. Throws std::runtime_error when protobuf cannot print it.
 std::string status_json(const lorafleet::v1::JobStatus& status);
+// The same mapping for the answer to a stop / cancel / sample-now.
+std::string control_reply_json(const lorafleet::v1::ControlReply& reply);
 
 // A few lines for a terminal: job, state, progress and ETA, the last checkpoint, restarts and
 // one line per rank.

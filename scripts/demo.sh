@@ -42,7 +42,8 @@ WORKER_FLAGS=()
 [ -t 1 ] || WORKER_FLAGS+=(--no-progress-bar)
 # mpirun runs in its own session: a Ctrl-C in this terminal then reaches only the coordinator,
 # which asks the ranks to stop through their heartbeats (mpirun itself would kill them).
-echo "[demo] while it runs: $BIN/coordinator/lorafleet-ctl --coordinator 127.0.0.1:50051 status" \
+echo "[demo] while it runs: the status page http://127.0.0.1:9400/ and" \
+  "$BIN/coordinator/lorafleet-ctl --coordinator 127.0.0.1:50051 status" \
   "(or stop, cancel, sample-now); Ctrl-C stops it with a checkpoint"
 INTERRUPTS=0
 on_interrupt() {

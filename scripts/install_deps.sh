@@ -5,7 +5,8 @@
 #
 #   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, libexif, libjpeg, libpng, toml++,
 #                    nlohmann-json, GoogleTest, cpp-httplib, CLI11, Boost (CRC32C), ccache,
-#                    promtool (prometheus), curl
+#                    promtool (prometheus), curl, chromium + DejaVu fonts (the status page's
+#                    browser test)
 #   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy; Pillow and
 #                    opencv-python-headless for the kohya peer of bench/run_scan_prepare_bench.sh;
 #                    kubernetes-validate (bundled Kubernetes JSON schemas, works offline) for
@@ -39,6 +40,7 @@ APT_PACKAGES=(
   libtomlplusplus-dev libicu-dev
   libgloo-dev libsqlite3-dev iproute2 openssl libboost-dev libpng-dev
   prometheus
+  chromium fonts-dejavu-core
 )
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 missing=()

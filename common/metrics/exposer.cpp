@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
@@ -37,6 +38,25 @@ bool split_address(const std::string& address, std::string* host, int* port) {
   return true;
 }
 
+// Calls `route`'s handler with the request in our own types and copies its reply back.
+void serve(const HttpRoute& route, const httplib::Request& req, httplib::Response& res) {
+  HttpRequest r;
+  r.method = req.method;
+  r.path = req.path;
+  for (const auto& [k, v] : req.params) r.params.emplace(k, v);
+  for (const auto& [k, v] : req.headers) {
+    std::string name = k;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    r.headers.emplace(name, v);
+  }
+  r.body = req.body;
+  r.remote_address = req.remote_addr;
+  const HttpReply reply = route.handler(r);
+  res.status = reply.status;
+  for (const auto& [k, v] : reply.headers) res.set_header(k, v);
+  res.set_content(reply.body, reply.content_type);
+}
+
 }  // namespace
 
 struct Exposer::Impl {
@@ -56,7 +76,8 @@ struct Exposer::Impl {
   }
 };
 
-Exposer::Exposer(const std::string& bind_address, size_t num_threads) : impl_(new Impl) {
+Exposer::Exposer(const std::string& bind_address, size_t num_threads, std::vector<HttpRoute> routes)
+    : impl_(new Impl) {
   std::string host;
   int port = 0;
   if (!split_address(bind_address, &host, &port)) {
@@ -85,6 +106,24 @@ Exposer::Exposer(const std::string& bind_address, size_t num_threads) : impl_(ne
   svr.Put("/metrics", not_allowed);
   svr.Delete("/metrics", not_allowed);
   svr.Patch("/metrics", not_allowed);
+  for (HttpRoute& route : routes) {
+    // httplib matches regular expressions: escape the path, and a trailing '/' takes the rest.
+    std::string pattern;
+    for (char c : route.path) {
+      if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) pattern += '\\';
+      pattern += c;
+    }
+    if (route.path.size() > 1 && route.path.back() == '/') pattern += "[^/]+";
+    const bool post = route.method == "POST";
+    auto handler = [r = std::move(route)](const httplib::Request& req, httplib::Response& res) {
+      serve(r, req, res);
+    };
+    if (post) {
+      svr.Post(pattern, handler);
+    } else {
+      svr.Get(pattern, handler);
+    }
+  }
 
   if (port == 0) {
     impl_->port = svr.bind_to_any_port(host);

@@ -310,6 +310,38 @@ TEST(Exposer, IsReadOnly) {
   EXPECT_EQ(after->body, kExpected);
 }
 
+TEST(Exposer, ServesExtraRoutesBesideMetrics) {
+  std::vector<HttpRoute> routes;
+  routes.push_back({"GET", "/", [](const HttpRequest& r) {
+                      HttpReply reply;
+                      reply.body = "page " + (r.params.count("q") ? r.params.at("q") : "");
+                      return reply;
+                    }});
+  routes.push_back({"GET", "/files/", [](const HttpRequest& r) {
+                      HttpReply reply;
+                      reply.body = r.path;
+                      return reply;
+                    }});
+  routes.push_back({"POST", "/api/v1.act", [](const HttpRequest& r) {
+                      HttpReply reply;
+                      reply.status = 201;
+                      reply.headers.push_back({"X-Seen", r.headers.count("x-token") ? "1" : "0"});
+                      return reply;
+                    }});
+  Exposer exposer("127.0.0.1:0", 2, std::move(routes));
+  httplib::Client client("127.0.0.1", exposer.port());
+  EXPECT_EQ(client.Get("/?q=a%20b")->body, "page a b");
+  EXPECT_EQ(client.Get("/files/a.png")->body, "/files/a.png");
+  EXPECT_EQ(client.Get("/files/a/b.png")->status, 404);  // one name below the prefix only
+  EXPECT_EQ(client.Get("/files/")->status, 404);
+  EXPECT_EQ(client.Get("/other")->status, 404);  // "/" is exact
+  auto posted = client.Post("/api/v1.act", {{"X-Token", "t"}}, "", "text/plain");
+  EXPECT_EQ(posted->status, 201);
+  EXPECT_EQ(posted->get_header_value("X-Seen"), "1");  // header names arrive in lower case
+  EXPECT_EQ(client.Post("/api/v1xact", "", "text/plain")->status, 404);  // '.' is literal
+  EXPECT_EQ(client.Get("/metrics")->status, 200);
+}
+
 TEST(Exposer, CombinesRegistriesAndRemoves) {
   auto a = std::make_shared<Registry>();
   auto b = std::make_shared<Registry>();

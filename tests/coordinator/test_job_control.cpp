@@ -3,8 +3,10 @@
 // against a real CoordinatorServer with a job token and a real worker client: status as text
 // and JSON, stop reaching the worker in its heartbeat answer and ending the job with exit 0,
 // cancel while registering ending it with exit 4, sample-now refused without prompts, and a
-// wrong token refused with UNAUTHENTICATED (exit 3).
+// wrong token refused with UNAUTHENTICATED (exit 3). The status page's HTTP routes: token
+// guard (401, the ?token= cookie), HTML and JSON, the forms, another site's Origin refused.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +27,7 @@
 #include "coordinator/operator_control.h"
 #include "coordinator/progress_history.h"
 #include "coordinator/server.h"
+#include "coordinator/status_page.h"
 #include "worker/rpc/coordinator_client.h"
 
 namespace fs = std::filesystem;
@@ -151,7 +154,7 @@ class JobControlTest : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  JobConfig config() const {
+  JobConfig config(const std::string& metrics = "\"\"") const {
     const std::string r = root_.string();
     std::ostringstream y;
     y << "model:\n"
@@ -167,7 +170,7 @@ class JobControlTest : public ::testing::Test {
       << "  output_dir: " << r << "/out\n"
       << "coordinator:\n"
       << "  listen_address: 127.0.0.1:0\n"
-      << "  metrics_address: \"\"\n"
+      << "  metrics_address: " << metrics << "\n"
       << "  job_token_file: " << r << "/token\n";
     return parse_job_config(y.str(), "ctl.yaml");
   }
@@ -302,6 +305,83 @@ TEST_F(JobControlTest, CancelWhileRegisteringEndsTheJobWithExit4) {
   EXPECT_NE(j["end_reason"].get<std::string>().find("no checkpoint was committed"),
             std::string::npos)
       << j["end_reason"];
+}
+
+// ---- the status page -------------------------------------------------------------------
+
+TEST(StatusPage, EscapesTextAndDrawsTheHistory) {
+  lorafleet::v1::JobStatus s;
+  s.set_job_name("<script>x</script>.yaml");
+  s.set_state("running");
+  s.set_global_step(7);
+  for (int i = 1; i <= 3; ++i) {
+    auto* h = s.add_history();
+    h->set_global_step(i);
+    h->set_loss(1.0 / i);
+    h->set_learning_rate(1e-3);
+  }
+  s.add_history()->set_global_step(4);  // loss 0: still finite, drawn
+  const std::string html = render_status_page(s, StatusPageOptions{});
+  EXPECT_EQ(html.find("<script>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;x&lt;/script&gt;.yaml"), std::string::npos);
+  EXPECT_NE(html.find("<td id=\"global-step\">7</td>"), std::string::npos);
+  EXPECT_NE(html.find("id=\"loss-chart\""), std::string::npos);
+  EXPECT_EQ(html.find("validation-loss-chart"), std::string::npos);  // no validation points
+  EXPECT_NE(html.find("action=\"/api/v1/stop\""), std::string::npos);
+  // A chart of 3 points: x from left 60 to 410, the largest y at the top (22).
+  const std::string svg =
+      svg_line_chart("c", "t", {{0, 2.0}, {1, NAN}, {2, 1.0}, {4, 0.0}}, 420, 200);
+  EXPECT_NE(svg.find("points=\"60.0,22.0 235.0,99.0 410.0,176.0 \""), std::string::npos) << svg;
+  EXPECT_NE(svg_line_chart("c", "t", {}, 420, 200).find("no data yet"), std::string::npos);
+}
+
+TEST_F(JobControlTest, StatusPageNeedsTheTokenAndServesHtmlJsonAndTheForms) {
+  CoordinatorServer server(config("127.0.0.1:0"), options());
+  server.start();
+  ASSERT_GT(server.metrics_port(), 0);
+  httplib::Client http("127.0.0.1", server.metrics_port());
+  // /metrics stays open for Prometheus; the rest needs the token.
+  EXPECT_EQ(http.Get("/metrics")->status, 200);
+  EXPECT_EQ(http.Get("/")->status, 401);
+  EXPECT_EQ(http.Get("/api/v1/status")->status, 401);
+  EXPECT_EQ(http.Post("/api/v1/stop", "", "application/x-www-form-urlencoded")->status, 401);
+  EXPECT_EQ(http.Get("/?token=wrong")->status, 401);
+  // A browser opens /?token=... once: a cookie, then the page without the token in its address.
+  auto login = http.Get(std::string("/?token=") + kToken);
+  ASSERT_EQ(login->status, 303);
+  EXPECT_EQ(login->get_header_value("Location"), "/");
+  const std::string set_cookie = login->get_header_value("Set-Cookie");
+  EXPECT_EQ(set_cookie.rfind(std::string("lf_job_token=") + kToken + ";", 0), 0u) << set_cookie;
+  EXPECT_NE(set_cookie.find("HttpOnly"), std::string::npos);
+  EXPECT_NE(set_cookie.find("SameSite=Strict"), std::string::npos);
+  const httplib::Headers with_cookie = {{"Cookie", std::string("lf_job_token=") + kToken}};
+  auto page = http.Get("/", with_cookie);
+  ASSERT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->body.find("<span class=\"state\" id=\"state\">registering</span>"),
+            std::string::npos);
+  EXPECT_NE(page->body.find("<td id=\"max-train-steps\">10</td>"), std::string::npos);
+  const httplib::Headers bearer = {{"Authorization", std::string("Bearer ") + kToken}};
+  auto json = http.Get("/api/v1/status", bearer);
+  ASSERT_EQ(json->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(json->body)["state"], "registering");
+  // Another site's form cannot post here, even with the cookie.
+  httplib::Headers cross = with_cookie;
+  cross.emplace("Origin", "http://evil.example");
+  EXPECT_EQ(http.Post("/api/v1/stop", cross, "", "application/x-www-form-urlencoded")->status, 403);
+  // No sample prompts: refused (409), as JSON for API clients.
+  auto sample = http.Post("/api/v1/sample-now", bearer, "", "application/json");
+  EXPECT_EQ(sample->status, 409);
+  EXPECT_EQ(nlohmann::json::parse(sample->body)["accepted"], false);
+  // The page's own form: accepted, an HTML answer that leads back.
+  auto stop = http.Post("/api/v1/stop", with_cookie, "", "application/x-www-form-urlencoded");
+  ASSERT_EQ(stop->status, 200);
+  EXPECT_NE(stop->body.find("<p id=\"outcome\">stop: "), std::string::npos) << stop->body;
+  EXPECT_EQ(nlohmann::json::parse(http.Get("/api/v1/status", bearer)->body)["operator_request"],
+            "stop");
+  // Only PNG names in the sample folder are served.
+  EXPECT_EQ(http.Get("/sample/..%2Fstate.sqlite", bearer)->status, 404);
+  EXPECT_EQ(http.Get("/sample/missing.png", bearer)->status, 404);
 }
 
 }  // namespace
