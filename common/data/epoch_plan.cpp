@@ -25,22 +25,15 @@
 #include <utility>
 
 #include "common/data/caption.h"
+#include "common/data/plan_rng.h"
 
 namespace lf {
 namespace {
 
-constexpr std::uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 // Domain tags keep the derived streams apart from each other and from the order stream
 // (ASCII "reg-sel" and "sample" in the high bytes).
 constexpr std::uint64_t kRegDomain = 0x7265672D73656C00ULL;
 constexpr std::uint64_t kSampleDomain = 0x73616D706C650000ULL;
-
-// SplitMix64 finaliser (Steele, Lea, Flood 2014; the constants of java.util.SplittableRandom).
-std::uint64_t splitmix64_mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // The epoch's RNG seed is output number `epoch` (0-based) of a SplitMix64 generator seeded with
 // `seed`: mix(seed + (epoch + 1) * gamma). Neighbouring (seed, epoch) pairs give unrelated seeds.
@@ -52,28 +45,6 @@ std::uint64_t epoch_rng_seed(std::uint64_t seed, int epoch) {
 // seeded with the mixed (epoch seed ^ domain).
 std::uint64_t sub_seed(std::uint64_t epoch_seed, std::uint64_t domain, std::uint64_t index) {
   return splitmix64_mix(splitmix64_mix(epoch_seed ^ domain) + (index + 1) * kGoldenGamma);
-}
-
-// Uniform integer in [0, bound), bound >= 1, by rejection (as OpenBSD arc4random_uniform):
-// draws below 2^64 mod bound are rejected so every residue is equally likely.
-std::uint64_t bounded(std::mt19937_64& rng, std::uint64_t bound) {
-  const std::uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
-  for (;;) {
-    const std::uint64_t x = rng();
-    if (x >= threshold) return x % bound;
-  }
-}
-
-// Uniform double in [0, 1) from the top 53 bits of one draw (as Python's random.random uses 53).
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-// Fisher-Yates (Durstenfeld): i from the end, swap with a uniform j in [0, i].
-template <typename T>
-void fisher_yates(std::vector<T>& v, std::mt19937_64& rng) {
-  for (std::size_t i = v.size(); i > 1; --i) {
-    const std::size_t j = static_cast<std::size_t>(bounded(rng, i));
-    std::swap(v[i - 1], v[j]);
-  }
 }
 
 // (a * b) mod n without overflow for any non-negative a, b and n >= 1 (double-and-add).
