@@ -31,6 +31,9 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<metrics::R
   loss_ = gauge(r, "lorafleet_loss", "Global mean loss of the latest reported step.");
   learning_rate_ =
       gauge(r, "lorafleet_learning_rate", "Learning rate of the latest reported step.");
+  validation_loss_ = gauge(r, "lorafleet_validation_loss",
+                           "Latest validation loss: held-out images (validation_split) at fixed "
+                           "timesteps and noise; 0 before the first.");
   samples_per_second_ = gauge(r, "lorafleet_samples_per_second",
                               "Training throughput: sum over ranks of their latest samples/s.");
   workers_alive_ = gauge(r, "lorafleet_workers_alive",
@@ -122,6 +125,11 @@ void CoordinatorMetrics::set_progress(std::int64_t global_step, int epoch, doubl
   loss_->Set(loss);
   learning_rate_->Set(learning_rate);
   samples_per_second_->Set(samples_per_second);
+}
+
+void CoordinatorMetrics::set_validation_loss(double loss) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  validation_loss_->Set(loss);
 }
 
 void CoordinatorMetrics::set_rank_progress(int rank, std::int64_t global_step,

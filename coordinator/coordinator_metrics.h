@@ -31,6 +31,9 @@ class CoordinatorMetrics {
   // ranks of their latest samples/s.
   void set_progress(std::int64_t global_step, int epoch, double loss, double learning_rate,
                     double samples_per_second);
+  // lorafleet_validation_loss: the latest validation loss (held-out images, fixed timesteps and
+  // noise).
+  void set_validation_loss(double loss);
   // Per-rank latest values (lorafleet_worker_*{rank="r"}), seconds for the timings.
   void set_rank_progress(int rank, std::int64_t global_step, double samples_per_second,
                          double step_seconds, double allreduce_seconds, double data_wait_seconds);
@@ -74,6 +77,7 @@ class CoordinatorMetrics {
   metrics::Gauge* epoch_;
   metrics::Gauge* loss_;
   metrics::Gauge* learning_rate_;
+  metrics::Gauge* validation_loss_;
   metrics::Gauge* samples_per_second_;
   metrics::Gauge* workers_alive_;
   metrics::Gauge* workers_registered_;

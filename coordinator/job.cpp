@@ -25,6 +25,7 @@ ScanOptions scan_options_from(const JobConfig& config) {
   o.on_bad_image = config.dataset.on_bad_image;
   o.decode.max_pixels = config.dataset.max_image_pixels;
   o.threads = config.dataset.scan_threads;
+  o.validation_seed = config.training.seed;  // kohya: --validation_seed, else --seed
   return o;
 }
 
@@ -42,11 +43,26 @@ static void log_dataset_summary(const Dataset& d) {
     LF_INFO("  dataset " << s.dataset_index + 1 << " subset " << s.name
                          << (s.config.is_reg ? " (reg)" : "") << ": " << s.image_count
                          << " images x " << s.config.num_repeats << " repeats, class tokens \""
-                         << s.config.class_tokens << "\"");
+                         << s.config.class_tokens << "\""
+                         << (s.validation_count > 0 ? ", " + std::to_string(s.validation_count) +
+                                                          " held out for validation"
+                                                    : std::string()));
+  }
+  if (d.num_validation_images > 0) {
+    std::string names;
+    int shown = 0;
+    for (const ImageRecord& image : d.images) {
+      if (!image.is_validation || shown++ >= 10) continue;
+      names += (names.empty() ? "" : ", ") + std::filesystem::path(image.path).filename().string();
+    }
+    if (shown > 10) names += " and " + std::to_string(shown - 10) + " more";
+    LF_INFO("  held out for validation (validation_split): " << d.num_validation_images
+                                                             << " images: " << names);
   }
   // bucket -> (train images, reg images), per dataset
   std::map<std::pair<int, BucketReso>, std::pair<int, int>> per_bucket;
   for (const ImageRecord& image : d.images) {
+    if (image.is_validation) continue;
     auto& counts = per_bucket[{image.dataset_index, image.bucket.bucket}];
     (image.is_reg ? counts.second : counts.first) += 1;
   }

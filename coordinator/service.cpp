@@ -735,6 +735,12 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext* context,
   if (s.global_step > 0) {
     history_.add({s.global_step, request->loss(), request->learning_rate()});
   }
+  if (request->validation_step() > 0 && request->validation_step() != validation_step_) {
+    validation_step_ = request->validation_step();
+    validation_loss_ = request->validation_loss();
+    validation_history_.add({validation_step_, validation_loss_, 0.0});
+    metrics_.set_validation_loss(validation_loss_);
+  }
   progress_dirty_ = true;
   metrics_.set_rank_progress(rank, s.global_step, s.samples_per_second,
                              request->timings().step_seconds(),

@@ -208,6 +208,9 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
 
   mutable std::mutex mutex_;
   ProgressHistory history_;           // loss and lr by step, for the status
+  ProgressHistory validation_history_;  // validation loss by step (learning_rate unused)
+  std::int64_t validation_step_ = 0;    // the latest validation's step, 0 = none
+  double validation_loss_ = 0.0;
   std::condition_variable cv_;        // registration progress and job end
   int world_size_ = 0;                // 0 until known
   bool world_size_fixed_ = false;     // from options: never cleared

@@ -91,6 +91,14 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
     h->set_learning_rate(p.learning_rate);
   }
 
+  for (const ProgressPoint& p : validation_history_.points()) {
+    pb::ValidationPoint* v = out->add_validation_history();
+    v->set_global_step(p.global_step);
+    v->set_loss(p.loss);
+  }
+  out->set_validation_loss(validation_loss_);
+  out->set_validation_step(validation_step_);
+
   if (done_) {
     out->set_exit_code(exit_code_);
     out->set_end_reason(end_reason_);

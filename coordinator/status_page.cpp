@@ -65,6 +65,10 @@ std::string progress_table(const pb::JobStatus& s) {
   out +=
       row("epoch", "epoch", std::to_string(s.epoch() + 1) + " / " + std::to_string(s.num_epochs()));
   out += row("loss", "loss", num(s.loss()));
+  out += row("validation loss", "validation-loss",
+             s.validation_step() > 0 ? num(s.validation_loss()) + " (global_step " +
+                                           std::to_string(s.validation_step()) + ")"
+                                     : "none yet");
   out += row("learning rate", "learning-rate", num(s.learning_rate()));
   out += row("samples/s", "samples-per-second", num(s.samples_per_second(), "%.2f"));
   out += row("elapsed", "elapsed", duration(s.elapsed_seconds()));
@@ -109,7 +113,9 @@ std::string charts(const pb::JobStatus& s) {
     const auto x = static_cast<double>(p.global_step());
     loss.emplace_back(x, p.loss());
     lr.emplace_back(x, p.learning_rate());
-    if (p.has_validation_loss()) validation.emplace_back(x, p.validation_loss());
+  }
+  for (const pb::ValidationPoint& p : s.validation_history()) {
+    validation.emplace_back(static_cast<double>(p.global_step()), p.loss());
   }
   std::string out = "<div class=\"charts\">\n";
   out += svg_line_chart("loss-chart", "loss", loss, 420, 200);

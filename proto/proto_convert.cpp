@@ -32,6 +32,7 @@ void to_proto(const Dataset& dataset, pb::DatasetManifest* out) {
     e->set_has_alpha(image.has_alpha);
     e->set_content_sha256(image.content_sha256);
     e->set_ar_error(image.bucket.ar_error);
+    e->set_is_validation(image.is_validation);
   }
   for (const SubsetInfo& s : dataset.subsets) {
     pb::SubsetEntry* e = out->add_subsets();
@@ -39,6 +40,7 @@ void to_proto(const Dataset& dataset, pb::DatasetManifest* out) {
     e->set_image_dir(s.image_dir);
     e->set_dataset_index(s.dataset_index);
     e->set_image_count(s.image_count);
+    e->set_validation_count(s.validation_count);
     e->set_num_repeats(s.config.num_repeats);
     e->set_is_reg(s.config.is_reg);
     e->set_class_tokens(s.config.class_tokens);
@@ -70,6 +72,7 @@ void to_proto(const Dataset& dataset, pb::DatasetManifest* out) {
     e->set_max_bucket_reso(d.buckets.max_bucket_reso);
     e->set_bucket_reso_steps(d.buckets.bucket_reso_steps);
     e->set_bucket_no_upscale(d.buckets.bucket_no_upscale);
+    e->set_num_validation_images(d.num_validation_images);
   }
   out->set_num_train_samples(dataset.num_train_samples);
   out->set_num_reg_samples_raw(dataset.num_reg_samples_raw);
@@ -125,6 +128,7 @@ Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
     r.has_alpha = e.has_alpha();
     r.content_sha256 = e.content_sha256();
     r.bucket.ar_error = e.ar_error();
+    r.is_validation = e.is_validation();
     d.images.push_back(std::move(r));
   }
   for (const pb::SubsetEntry& e : manifest.subsets()) {
@@ -133,6 +137,7 @@ Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
     s.image_dir = e.image_dir();
     s.dataset_index = e.dataset_index();
     s.image_count = e.image_count();
+    s.validation_count = e.validation_count();
     s.config.image_dir = e.image_dir();
     s.config.num_repeats = e.num_repeats();
     s.config.is_reg = e.is_reg();
@@ -168,6 +173,8 @@ Dataset dataset_from_proto(const pb::DatasetManifest& manifest) {
     info.buckets.max_bucket_reso = e.max_bucket_reso();
     info.buckets.bucket_reso_steps = e.bucket_reso_steps();
     info.buckets.bucket_no_upscale = e.bucket_no_upscale();
+    info.num_validation_images = e.num_validation_images();
+    d.num_validation_images += info.num_validation_images;
     d.datasets.push_back(std::move(info));
   }
   d.num_train_samples = manifest.num_train_samples();

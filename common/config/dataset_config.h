@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,12 @@ struct DatasetConfig {
   std::string reg_data_dir;
   SubsetConfig folder_defaults;
   std::string origin;             // "<file>:<line>" of the dataset
+  // kohya validation_split: the fraction of each train (non-reg) subset's images held out of
+  // every epoch plan for the validation loss, in [0, 1); 0 = none.
+  double validation_split = 0.0;
+  // kohya validation_seed: the seed of the held-out choice; unset = training.seed (kohya falls
+  // back to the --seed state of Python's random).
+  std::optional<std::int64_t> validation_seed;
 };
 
 // Thrown (as ConfigError, see job_config.h) with "<file>:<line>: ..." for unknown keys, wrong

@@ -28,15 +28,15 @@ std::string num(double d) {
 }
 
 // kohya's value that changes nothing for a key lorafleet does not implement, as shown in
-// messages. token_warmup_min and validation_seed are no-ops whatever their value, because their
-// partners (token_warmup_step, validation_split) are only accepted at 0.
+// messages. token_warmup_min is a no-op whatever its value, because its partner
+// (token_warmup_step) is only accepted at 0.
 std::string noop_text(const std::string& name) {
   if (name == "color_aug" || name == "enable_wildcard") return "false";
   if (name == "face_crop_aug_range") return "nothing (YAML null, kohya's None)";
-  if (name == "token_warmup_step" || name == "validation_split") return "0";
+  if (name == "token_warmup_step") return "0";
   if (name == "network_multiplier") return "1.0";
   if (name == "custom_attributes") return "an empty table";
-  if (name == "token_warmup_min" || name == "validation_seed") return "any integer";
+  if (name == "token_warmup_min") return "any integer";
   if (name == "cache_info") return "true or false";
   return "\"\"";  // secondary_separator, resize_interpolation, metadata_file, conditioning_data_dir
 }
@@ -45,10 +45,10 @@ bool is_noop(const std::string& name, const GivenValue& v) {
   if (v.null) return true;
   if (name == "color_aug" || name == "enable_wildcard") return !v.b;
   if (name == "face_crop_aug_range") return false;
-  if (name == "token_warmup_step" || name == "validation_split") return v.d == 0.0;
+  if (name == "token_warmup_step") return v.d == 0.0;
   if (name == "network_multiplier") return v.d == 1.0;
   if (name == "custom_attributes") return v.table_size == 0;
-  if (name == "token_warmup_min" || name == "validation_seed" || name == "cache_info") return true;
+  if (name == "token_warmup_min" || name == "cache_info") return true;
   return v.s.empty();
 }
 
@@ -176,6 +176,14 @@ void resolve_options(const Chain& c, const DatasetConfig& defaults, DatasetConfi
   c.require(batch_size >= 1, "batch_size", "an integer >= 1", std::to_string(batch_size));
   out->buckets = b;
   out->batch_size = batch_size;
+  out->validation_split = c.number("validation_split", defaults.validation_split);
+  c.require(out->validation_split >= 0.0 && out->validation_split < 1.0, "validation_split",
+            "a fraction in [0, 1) of each train subset's images to hold out",
+            num(out->validation_split));
+  out->validation_seed = defaults.validation_seed;
+  if (const Chain::Hit h = c.find("validation_seed"); h.value != nullptr) {
+    out->validation_seed = h.value->i;
+  }
 }
 
 SubsetConfig resolve_subset(const Chain& c, const SubsetConfig& defaults, bool require_image_dir) {
@@ -260,6 +268,8 @@ const std::vector<KeySpec>& all_keys() {
       {"max_bucket_reso", T::kInt, D | G | C, true, nullptr},
       {"bucket_reso_steps", T::kInt, D | G | C, true, nullptr},
       {"bucket_no_upscale", T::kBool, D | G | C, true, nullptr},
+      {"validation_split", T::kNumber, D | G | C, true, nullptr},
+      {"validation_seed", T::kInt, D | G | C, true, nullptr},
       // kohya keys lorafleet does not implement: only their no-op values, with a warning.
       {"cache_info", T::kBool, S | D | G | C, false, nullptr},
       {"color_aug", T::kBool, S | D | G | C, false, nullptr},
@@ -273,8 +283,6 @@ const std::vector<KeySpec>& all_keys() {
       {"metadata_file", T::kString, S, false, nullptr},
       {"conditioning_data_dir", T::kString, S, false, nullptr},
       {"network_multiplier", T::kNumber, D | G | C, false, nullptr},
-      {"validation_split", T::kNumber, D | G | C, false, nullptr},
-      {"validation_seed", T::kInt, D | G | C, false, nullptr},
   };
   return keys;
 }

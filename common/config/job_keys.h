@@ -163,6 +163,14 @@
       "when > 0, the steps of that many epochs instead of max_train_steps")                        \
   KEY(int, save_every_n_steps, 0, KeyRule::at_least(0),                                            \
       "checkpoint period in optimizer steps; 0 saves only at the end")                             \
+  KEY(int, validate_every_n_steps, 0, KeyRule::at_least(0).note("0 = off"),                        \
+      "kohya --validate_every_n_steps: the validation loss after every N optimizer steps")         \
+  KEY(int, validate_every_n_epochs, 0,                                                             \
+      KeyRule::at_least(0).note("0 = every epoch, as kohya's unset"),                              \
+      "kohya --validate_every_n_epochs: the validation loss after every Nth epoch (with a "        \
+      "validation_split)")                                                                         \
+  KEY(int, max_validation_steps, 0, KeyRule::at_least(0).note("0 = all"),                          \
+      "kohya --max_validation_steps: at most this many validation batches each time")              \
   KEY(int, save_every_n_epochs, 0, KeyRule::at_least(0).note("0 = off"),                           \
       "kohya --save_every_n_epochs: a checkpoint and <output_name>-NNNNNN after every Nth epoch")  \
   KEY(int, save_n_epoch_ratio, 0, KeyRule::at_least(0).note("0 = off"),                            \

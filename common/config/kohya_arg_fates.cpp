@@ -35,7 +35,6 @@ constexpr const char* kDdp =
 constexpr const char* kCompile = "lorafleet decides this itself: C++ LibTorch, no torch.compile";
 constexpr const char* kDeepSpeedOff = "only read with deepspeed, which lorafleet refuses";
 constexpr const char* kHub = "lorafleet does not upload to or download from the Hugging Face Hub";
-constexpr const char* kValidation = "validation runs are not implemented in lorafleet yet";
 constexpr const char* kMetadata =
     "not implemented in lorafleet yet (metadata_title, _author, _description, _license and "
     "_tags are)";
@@ -282,9 +281,9 @@ const std::vector<KohyaArg>& table() {
                 "lorafleet decides this itself: a resumed job continues at its exact step"),
       key("validation_seed"),
       key("validation_split"),
-      noop_only("validate_every_n_steps", "off", kValidation),
-      noop_only("validate_every_n_epochs", "off", kValidation),
-      noop_only("max_validation_steps", "off", kValidation),
+      key("validate_every_n_steps"),
+      key("validate_every_n_epochs"),
+      key("max_validation_steps"),
       // sdxl_train_util.add_sdxl_training_arguments (sdxl_train_network.py)
       noop_only("cache_text_encoder_outputs", "off",
                 "not implemented in lorafleet yet (cache_text_encoder_outputs_to_disk is)"),

@@ -8,6 +8,7 @@
 //   - all bad images are listed together; on_bad_image: skip drops them instead of stopping;
 //   - two images with the same stem in one folder are an error (they would share a caption).
 #include "common/data/dataset.h"
+#include "common/data/validation_split.h"
 
 #include <algorithm>
 #include <atomic>
@@ -333,9 +334,16 @@ struct Scanner {
       for (const auto& b : bad) ds.warnings.push_back("skipped (on_bad_image: skip): " + b);
     }
     if (!same_stem.empty()) throw DatasetError(same_stem_message());
+    hold_out_validation_images(ds, options.datasets, options.validation_seed);
     for (const ImageRecord& img : ds.images) {
       SubsetInfo& s = ds.subsets[img.subset_index];
-      ++s.image_count;
+      if (img.is_validation) {
+        ++s.validation_count;
+        ++ds.datasets[s.dataset_index].num_validation_images;
+        ++ds.num_validation_images;
+      } else {
+        ++s.image_count;
+      }
     }
     for (const SubsetInfo& s : ds.subsets) {
       if (s.image_count == 0) {

@@ -34,6 +34,8 @@ struct ImageRecord {
   int dataset_index = 0;     // into Dataset::datasets
   int subset_index = 0;      // into Dataset::subsets
   bool is_reg = false;
+  // Held out of every epoch plan for the validation loss (validation_split.h); false for reg.
+  bool is_validation = false;
   int num_repeats = 1;       // the subset's
   int width = 0;             // decoded size after EXIF orientation, pixels
   int height = 0;
@@ -46,7 +48,8 @@ struct SubsetInfo {
   std::string name;          // folder name, e.g. "10_photo"
   std::string image_dir;     // absolute folder path
   int dataset_index = 0;
-  int image_count = 0;       // images kept (bad ones skipped with on_bad_image: skip)
+  int image_count = 0;       // images kept for training (bad ones skipped with on_bad_image: skip)
+  int validation_count = 0;  // images held out for validation (not in image_count)
   SubsetConfig config;       // num_repeats, is_reg, class_tokens, caption and augmentation keys
 };
 
@@ -58,6 +61,7 @@ struct DatasetInfo {
   std::int64_t num_train_samples = 0;
   // Sum over reg subsets of num_repeats * image_count (kohya's N_reg_raw; ss_num_reg_images).
   std::int64_t num_reg_samples_raw = 0;
+  int num_validation_images = 0;  // held out (validation_split), each once
 };
 
 struct BadImage {
@@ -74,6 +78,7 @@ struct Dataset {
   // Totals over all datasets.
   std::int64_t num_train_samples = 0;
   std::int64_t num_reg_samples_raw = 0;
+  int num_validation_images = 0;
 };
 
 struct ScanOptions {
@@ -81,6 +86,8 @@ struct ScanOptions {
   std::string on_bad_image = "error";   // "error": stop listing every bad file; "skip": drop
   DecodeOptions decode;
   int threads = 0;                      // decode threads; 0 = std::thread::hardware_concurrency
+  // The validation hold-out's seed where a dataset gives no validation_seed (training.seed).
+  std::uint64_t validation_seed = 0;
 };
 
 // Scans every dataset: lists the subsets (form 1: "<n>_<tokens>" folders of train/reg_data_dir,
@@ -92,6 +99,9 @@ struct ScanOptions {
 // each with "skip". Also throws DatasetError naming the folders or files for: a missing train/reg
 // folder or image_dir, a non-UTF-8 subset folder name, images sharing a stem in one folder (all
 // pairs listed), and no training image at all (with the layout hint and the scan's warnings).
+// Datasets with validation_split hold images out (hold_out_validation_images); the counts
+// (image_count, num_train_samples) are of the training images only, as kohya's training
+// dataset's.
 Dataset scan_dataset(const ScanOptions& options);
 
 }  // namespace lf

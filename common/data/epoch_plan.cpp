@@ -238,7 +238,8 @@ EpochPlan build_epoch_plan(const Dataset& dataset, const PlanOptions& options, i
   std::vector<PlanSample> samples;
   for (int d = 0; d < n_datasets; ++d) {
     for (const auto& img : dataset.images) {
-      if (img.is_reg || img.dataset_index != d) continue;
+      // Held-out validation images are in no epoch plan.
+      if (img.is_reg || img.is_validation || img.dataset_index != d) continue;
       PlanSample s;
       s.image_index = img.index;
       samples.insert(samples.end(), std::max(0, img.num_repeats), s);

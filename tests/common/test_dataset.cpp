@@ -4,11 +4,14 @@
 // counts, buckets, bad images (listed or skipped), same-stem files, unicode names, several
 // datasets, and the errors for missing/empty folders.
 #include "common/data/dataset.h"
+#include "common/data/epoch_plan.h"
+#include "common/data/validation_split.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include <opencv2/imgcodecs.hpp>
@@ -168,6 +171,47 @@ TEST_F(DatasetScan, SubsetsImagesCaptionsAndCounts) {
 }
 
 // The decode threads only fill per-image slots: 1 thread and 8 give the same dataset.
+TEST_F(DatasetScan, ValidationSplitHoldsOutImagesOfTrainSubsetsOnly) {
+  first(options_).validation_split = 0.34;  // 3 images: 1 held out; 1 image: none (one stays)
+  options_.validation_seed = 5;
+  const Dataset ds = scan_dataset(options_);
+  // 10_sks dog keeps 2 of its 3 images; 1_faces and 2_cat (1 image each) and the reg subset
+  // keep all.
+  EXPECT_EQ(ds.subsets[0].image_count, 2);
+  EXPECT_EQ(ds.subsets[0].validation_count, 1);
+  EXPECT_EQ(ds.subsets[1].validation_count, 0);
+  EXPECT_EQ(ds.subsets[4].validation_count, 0);
+  EXPECT_EQ(ds.num_validation_images, 1);
+  EXPECT_EQ(ds.datasets[0].num_validation_images, 1);
+  EXPECT_EQ(ds.num_train_samples, 10 * 2 + 1 * 1 + 2 * 1);  // kohya's N_train of the rest
+  int held = -1;
+  for (const ImageRecord& img : ds.images) {
+    if (img.is_validation) held = img.index;
+  }
+  ASSERT_GE(held, 0);
+  EXPECT_LT(held, 3);  // one of 10_sks dog's
+  EXPECT_EQ(validation_images(ds), std::vector<int>{held});
+  // The seed decides which, the same on every scan; validation_seed of the dataset wins.
+  EXPECT_EQ(validation_images(scan_dataset(options_)), std::vector<int>{held});
+  std::set<int> chosen;
+  for (std::int64_t seed = 0; seed < 12; ++seed) {
+    first(options_).validation_seed = seed;
+    const std::vector<int> v = validation_images(scan_dataset(options_));
+    ASSERT_EQ(v.size(), 1u);
+    chosen.insert(v[0]);
+  }
+  EXPECT_EQ(chosen, (std::set<int>{0, 1, 2}));  // every image can be the held-out one
+  // The plan never holds a held-out image.
+  first(options_).validation_seed = std::nullopt;
+  const Dataset again = scan_dataset(options_);
+  const std::vector<int> v = validation_images(again);
+  ASSERT_EQ(v.size(), 1u);
+  const EpochPlan plan = build_epoch_plan(again, PlanOptions{}, 0);
+  for (const GlobalBatch& b : plan.batches) {
+    for (const PlanSample& sample : b.samples) EXPECT_NE(sample.image_index, v[0]);
+  }
+}
+
 TEST_F(DatasetScan, ScanIsDeterministicForAnyThreadCount) {
   options_.threads = 1;
   const Dataset a = scan_dataset(options_);

@@ -517,11 +517,12 @@ TEST_F(DatasetConfigTest, UnsupportedKohyaKeys) {
 
   // Their no-op values are accepted, each with a warning naming file, line and key.
   warnings_.clear();
-  const std::string toml = "[general]\ncache_info = true\ncolor_aug = false\n"
-                           "token_warmup_step = 0\nnetwork_multiplier = 1.0\n"
-                           "[[datasets]]\nvalidation_split = 0.0\nvalidation_seed = 7\n"
-                           "[[datasets.subsets]]\nimage_dir = '/a'\nsecondary_separator = ''\n"
-                           "custom_attributes = {}\n";
+  const std::string toml =
+      "[general]\ncache_info = true\ncolor_aug = false\n"
+      "token_warmup_step = 0\nnetwork_multiplier = 1.0\n"
+      "[[datasets]]\nenable_wildcard = false\ntoken_warmup_min = 7\n"
+      "[[datasets.subsets]]\nimage_dir = '/a'\nsecondary_separator = ''\n"
+      "custom_attributes = {}\n";
   const std::string path = write("noop.toml", toml);
   const auto ds = load_kohya_dataset_toml(path, DatasetConfig(), &warnings_);
   ASSERT_EQ(ds.size(), 1u);
@@ -532,7 +533,7 @@ TEST_F(DatasetConfigTest, UnsupportedKohyaKeys) {
   EXPECT_EQ(warnings_[1], path + ":3: key 'general.color_aug': ignored: lorafleet does not "
                                  "implement color_aug, and this value changes nothing in kohya "
                                  "either");
-  EXPECT_EQ(warnings_[5].rfind(path + ":8: key 'datasets[0].validation_seed': ignored", 0), 0u);
+  EXPECT_EQ(warnings_[5].rfind(path + ":8: key 'datasets[0].token_warmup_min': ignored", 0), 0u);
   EXPECT_EQ(warnings_[7].rfind(path + ":12: key 'datasets[0].subsets[0].custom_attributes': "
                                       "ignored",
                                0),
@@ -549,6 +550,28 @@ TEST_F(DatasetConfigTest, UnsupportedKohyaKeys) {
   EXPECT_EQ(c.dataset_warnings[0].rfind("j:5: key 'dataset.face_crop_aug_range': ignored", 0),
             0u);
   EXPECT_EQ(c.dataset_warnings[1].rfind("j:6: key 'dataset.token_warmup_min': ignored", 0), 0u);
+}
+
+TEST_F(DatasetConfigTest, ValidationSplitAndSeedPerDatasetWithGeneralAsFallback) {
+  const std::string path = write("val.toml",
+                                 "[general]\nvalidation_split = 0.25\n"
+                                 "[[datasets]]\nvalidation_seed = 9\n"
+                                 "[[datasets.subsets]]\nimage_dir = '/a'\n"
+                                 "[[datasets]]\nvalidation_split = 0.0\n"
+                                 "[[datasets.subsets]]\nimage_dir = '/b'\n");
+  const auto ds = load_kohya_dataset_toml(path, DatasetConfig(), &warnings_);
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_DOUBLE_EQ(ds[0].validation_split, 0.25);
+  ASSERT_TRUE(ds[0].validation_seed.has_value());
+  EXPECT_EQ(*ds[0].validation_seed, 9);
+  EXPECT_DOUBLE_EQ(ds[1].validation_split, 0.0);
+  EXPECT_FALSE(ds[1].validation_seed.has_value());  // training.seed then
+  const std::string bad = dir_.str("bad.toml");
+  EXPECT_EQ(toml_error("[[datasets]]\nvalidation_split = 1.0\n[[datasets.subsets]]\n"
+                       "image_dir = '/a'\n"),
+            bad +
+                ":2: key 'datasets[0].validation_split': expected a fraction in [0, 1) of "
+                "each train subset's images to hold out, got 1");
 }
 
 TEST_F(DatasetConfigTest, InvalidValuesPointAtTheLevelThatGaveThem) {

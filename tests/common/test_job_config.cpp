@@ -293,9 +293,9 @@ TEST(JobConfig, UnknownKeyNamesFileLineAndChoices) {
             "caption_suffix, caption_dropout_rate, caption_dropout_every_n_epochs, "
             "caption_tag_dropout_rate, flip_aug, random_crop, resolution, batch_size, "
             "enable_bucket, min_bucket_reso, max_bucket_reso, bucket_reso_steps, "
-            "bucket_no_upscale, cache_info, color_aug, face_crop_aug_range, token_warmup_min, "
-            "token_warmup_step, enable_wildcard, secondary_separator, custom_attributes, "
-            "resize_interpolation, network_multiplier, validation_split, validation_seed)");
+            "bucket_no_upscale, validation_split, validation_seed, cache_info, color_aug, "
+            "face_crop_aug_range, token_warmup_min, token_warmup_step, enable_wildcard, "
+            "secondary_separator, custom_attributes, resize_interpolation, network_multiplier)");
   EXPECT_EQ(error_of("model:\n  pretrained_model_name_or_path: m\ntrainig:\n  seed: 1\n"),
             "job.yaml:3: unknown key 'trainig' (expected one of: model, dataset, datasets, "
             "network, training, output, coordinator, worker, cluster)");

@@ -225,6 +225,8 @@ TEST_F(JobControlTest, StopReachesTheWorkerInItsHeartbeatAndEndsTheJobWithExit0)
   p.learning_rate = 1e-4;
   p.step_seconds = 2.0;
   p.samples_per_second = 1.5;
+  p.validation_loss = 0.125;  // a validation ran after step 3
+  p.validation_step = 3;
   client.report_progress_async(p);
   // The report is asynchronous: wait until the coordinator has it.
   nlohmann::json j;
@@ -246,6 +248,10 @@ TEST_F(JobControlTest, StopReachesTheWorkerInItsHeartbeatAndEndsTheJobWithExit0)
   EXPECT_EQ(j["ranks"][0]["hostname"], "testhost");
   ASSERT_EQ(j["history"].size(), 1u);
   EXPECT_EQ(j["history"][0]["global_step"], "3");
+  EXPECT_EQ(j["validation_step"], "3");
+  EXPECT_DOUBLE_EQ(j["validation_loss"].get<double>(), 0.125);
+  ASSERT_EQ(j["validation_history"].size(), 1u);
+  EXPECT_DOUBLE_EQ(j["validation_history"][0]["loss"].get<double>(), 0.125);
   const CtlResult text = ctl(with(base(server), {"status"}));
   EXPECT_NE(text.out.find("ctl.yaml: running"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("global_step 3/10"), std::string::npos) << text.out;

@@ -56,6 +56,12 @@ TEST(LoRAFile, MetadataCarriesKohyaKeys) {
   EXPECT_EQ(m.at("ss_huber_c"), "0.1");
   EXPECT_EQ(m.at("ss_multires_noise_discount"), "0.3");
   EXPECT_EQ(m.at("ss_debiased_estimation"), "False");
+  // No validation split: kohya's defaults.
+  EXPECT_EQ(m.at("ss_num_validation_images"), "0");
+  EXPECT_EQ(m.at("ss_validation_split"), "0.0");
+  EXPECT_EQ(m.at("ss_validation_seed"), "None");
+  EXPECT_EQ(m.at("ss_validate_every_n_steps"), "None");
+  EXPECT_EQ(m.at("ss_max_validation_steps"), "None");
   EXPECT_EQ(m.count("ss_network_args"), 0u);
   EXPECT_EQ(m.at("modelspec.architecture"), "stable-diffusion-v1/lora");
   EXPECT_EQ(m.at("modelspec.resolution"), "384x256");

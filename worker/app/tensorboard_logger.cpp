@@ -92,6 +92,7 @@ void TensorBoardLogger::on_step(const StepReport& r) {
   ++step_in_epoch_;
   const double average = std::accumulate(epoch_losses_.begin(), epoch_losses_.end(), 0.0) /
                          static_cast<double>(epoch_losses_.size());
+  average_ = average;
   const std::int64_t step = r.global_step;
   writer_->add_scalar("loss/current", r.loss, step);
   writer_->add_scalar("loss/average", average, step);
@@ -113,6 +114,14 @@ void TensorBoardLogger::on_sample_image(const SampleImageReport& image) {
   if (!writer_) return;
   writer_->add_image_png("sample_" + std::to_string(image.prompt_index), image.png, image.height,
                          image.width, 3, image.global_step);
+  writer_->flush();
+}
+
+void TensorBoardLogger::on_validation(const ValidationReport& r) {
+  if (!writer_) return;
+  const std::string kind = r.epoch > 0 ? "epoch" : "step";
+  writer_->add_scalar("loss/validation/" + kind + "_average", r.loss, r.global_step);
+  writer_->add_scalar("loss/validation/" + kind + "_divergence", r.loss - average_, r.global_step);
   writer_->flush();
 }
 

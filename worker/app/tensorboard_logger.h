@@ -8,6 +8,10 @@
 //   grad_norm                    before clipping, when training.max_grad_norm > 0
 //   loss_scale                   fp16 loss scaling's scale
 //   perf/samples_per_second, perf/step_seconds
+// the validation loss as kohya's loss/validation/step_average and step_divergence (the
+// validation loss minus loss/average) after validate_every_n_steps, and epoch_average /
+// epoch_divergence after an epoch (kohya writes those at step = epoch; here at the global step,
+// so a resume's drop of later events covers them too),
 // the sample images as sample_<prompt index> (kohya's wandb key), and, with log_config, the job
 // config (secrets scrubbed) as text "config" at step 0.
 // A resumed run appends to the run folder it started (recorded in <output_dir>/
@@ -46,6 +50,7 @@ class TensorBoardLogger : public TrainObserver {
   void on_step(const StepReport& report) override;
   // kohya's wandb key sample_<i>: the PNG at the step it was sampled after.
   void on_sample_image(const SampleImageReport& image) override;
+  void on_validation(const ValidationReport& report) override;
   void on_end(bool completed) override;
 
   // The folder holding this run's event files ("" before on_start).
@@ -61,6 +66,7 @@ class TensorBoardLogger : public TrainObserver {
   std::vector<double> epoch_losses_;
   std::size_t step_in_epoch_ = 0;
   int epoch_ = -1;
+  double average_ = 0.0;  // the last loss/average, for the validation divergence
 };
 
 }  // namespace lf

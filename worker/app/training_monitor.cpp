@@ -38,6 +38,11 @@ void TrainingMonitor::on_sample_image(const SampleImageReport& image) {
   if (tensorboard_) tensorboard_->on_sample_image(image);
 }
 
+void TrainingMonitor::on_validation(const ValidationReport& report) {
+  metrics_.observe_validation(report);
+  if (tensorboard_) tensorboard_->on_validation(report);
+}
+
 void TrainingMonitor::on_end(bool finished) {
   if (bar_) bar_->finish();
   if (tensorboard_) tensorboard_->on_end(finished);

@@ -35,6 +35,7 @@ class TrainingMonitor : public TrainObserver {
   void on_start(std::int64_t total_steps, std::int64_t start_step) override;
   void on_step(const StepReport& report) override;
   void on_sample_image(const SampleImageReport& image) override;
+  void on_validation(const ValidationReport& report) override;
   // Finished runs write <output_dir>/metrics/worker_rank<r>.prom atomically (for runs that end
   // before anyone scraped), then linger.
   void on_end(bool finished) override;

@@ -63,6 +63,13 @@ WorkerMetrics::WorkerMetrics(int rank, const std::string& bind_address)
                     .Help("Global LoRA gradient norm of the last step, before clipping")
                     .Register(*registry_)
                     .Add(labels);
+  validation_loss_ = &metrics::BuildGauge()
+                          .Name("lorafleet_worker_validation_loss")
+                          .Help(
+                              "The last validation loss (held-out images at fixed timesteps and "
+                              "noise; 0 before the first)")
+                          .Register(*registry_)
+                          .Add(labels);
   step_seconds_ = &metrics::BuildHistogram()
                        .Name("lorafleet_worker_step_seconds")
                        .Help("Wall time per optimizer step, data wait included")
@@ -104,6 +111,10 @@ void WorkerMetrics::observe_step(const StepReport& r) {
         ema_samples_per_second_ == 0.0 ? rate : 0.9 * ema_samples_per_second_ + 0.1 * rate;
     samples_per_second_->Set(ema_samples_per_second_);
   }
+}
+
+void WorkerMetrics::observe_validation(const ValidationReport& report) {
+  validation_loss_->Set(report.loss);
 }
 
 int WorkerMetrics::port() const { return exposer_ ? exposer_->port() : 0; }

@@ -28,6 +28,7 @@ class WorkerMetrics {
 
   // One completed optimizer step (seconds are wall time).
   void observe_step(const StepReport& step);
+  void observe_validation(const ValidationReport& report);
   int port() const;  // bound port, 0 if not serving
   std::string serialize() const;  // current exposition text
 
@@ -43,6 +44,7 @@ class WorkerMetrics {
   metrics::Counter* skipped_steps_total_ = nullptr;
   metrics::Gauge* loss_scale_ = nullptr;
   metrics::Gauge* grad_norm_ = nullptr;
+  metrics::Gauge* validation_loss_ = nullptr;
   metrics::Histogram* step_seconds_ = nullptr;
   metrics::Histogram* allreduce_seconds_ = nullptr;
   metrics::Histogram* data_wait_seconds_ = nullptr;

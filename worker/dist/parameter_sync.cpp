@@ -121,6 +121,15 @@ bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& para
   return finite;
 }
 
+std::vector<double> allreduce_scalars(Communicator& comm, const std::vector<double>& values,
+                                      const std::vector<at::Tensor>& params) {
+  at::Tensor t = torch::tensor(std::vector<float>(values.begin(), values.end()), torch::kFloat);
+  on_backend_device(comm, t, cuda_device_of(params), [&](at::Tensor& x) { comm.allreduce_sum(x); });
+  const at::Tensor cpu = t.to(at::kCPU).to(torch::kDouble).contiguous();
+  const double* p = cpu.data_ptr<double>();
+  return std::vector<double>(p, p + values.size());
+}
+
 std::string verify_parameters_in_sync(Communicator& comm, const std::vector<at::Tensor>& params) {
   at::Tensor all = flatten(params).detach().to(at::kCPU).contiguous();
   const std::string digest = sha256_hex(all.data_ptr(), all.nbytes());

@@ -49,6 +49,12 @@ struct StepSums {
 bool allreduce_gradients(Communicator& comm, const std::vector<at::Tensor>& params,
                          StepSums& sums, double unscale = 1.0);
 
+// Sums `values` over ranks in one allreduce (float32 on the wire, as the gradients), on the
+// backend's device (that of `params` for NCCL). For the few scalars outside a training step,
+// e.g. the validation loss sum and its count.
+std::vector<double> allreduce_scalars(Communicator& comm, const std::vector<double>& values,
+                                      const std::vector<at::Tensor>& params);
+
 // SHA-256 over all parameters' bytes; compares with rank 0's digest. Returns this rank's digest;
 // throws std::runtime_error naming the rank if it differs from rank 0's.
 std::string verify_parameters_in_sync(Communicator& comm, const std::vector<at::Tensor>& params);

@@ -124,6 +124,22 @@ void add_modelspec_metadata(std::map<std::string, std::string>& m, const JobConf
   }
 }
 
+// kohya train_network's validation metadata: str() of its arguments ("None" when unset; the
+// dataset keys of the first dataset, as kohya's CLI arguments).
+void add_validation_metadata(std::map<std::string, std::string>& m, const JobConfig& c,
+                             const LoRATrainingFacts& f) {
+  const TrainingSection& t = c.training;
+  auto zero_is_none = [](int v) { return v == 0 ? std::string("None") : std::to_string(v); };
+  const DatasetConfig* d = c.datasets.empty() ? nullptr : &c.datasets[0];
+  m["ss_num_validation_images"] = std::to_string(f.num_validation_images);
+  m["ss_validation_split"] = py_float(d ? d->validation_split : 0.0);
+  m["ss_validation_seed"] =
+      d && d->validation_seed ? std::to_string(*d->validation_seed) : std::string("None");
+  m["ss_validate_every_n_steps"] = zero_is_none(t.validate_every_n_steps);
+  m["ss_validate_every_n_epochs"] = zero_is_none(t.validate_every_n_epochs);
+  m["ss_max_validation_steps"] = zero_is_none(t.max_validation_steps);
+}
+
 }  // namespace
 
 std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
@@ -140,6 +156,7 @@ std::map<std::string, std::string> kohya_lora_metadata(const JobConfig& c,
   m["ss_text_encoder_lr"] = optional_lr(c.network.text_encoder_lr);
   m["ss_num_train_images"] = std::to_string(f.num_train_images);
   m["ss_num_reg_images"] = std::to_string(f.num_reg_images);
+  add_validation_metadata(m, c, f);
   m["ss_num_batches_per_epoch"] = std::to_string(f.num_batches_per_epoch);
   m["ss_num_epochs"] = std::to_string(f.num_epochs);
   m["ss_epoch"] = std::to_string(f.epoch);

@@ -29,6 +29,7 @@ struct LoRATrainingFacts {
   std::int64_t num_batches_per_epoch = 0;
   std::int64_t num_train_images = 0;  // sum images x repeats, train subsets
   std::int64_t num_reg_images = 0;    // raw reg images x repeats (kohya records the raw count)
+  std::int64_t num_validation_images = 0;  // held out (dataset validation_split)
   int world_size = 1;
   std::string bucket_info_json;       // {"buckets": {...}, "mean_img_ar_error": x}
   // common/data/dataset_metadata.h JSON. With datasets_json set (a dataset config: several

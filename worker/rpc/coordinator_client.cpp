@@ -161,6 +161,8 @@ struct CoordinatorClient::Impl {
       req.mutable_timings()->set_allreduce_seconds(u.allreduce_seconds);
       req.mutable_timings()->set_data_wait_seconds(u.data_wait_seconds);
       req.set_samples_per_second(u.samples_per_second);
+      req.set_validation_loss(u.validation_loss);
+      req.set_validation_step(u.validation_step);
       req.set_generation(generation.load());
       pb::ProgressAck ack;
       grpc::ClientContext ctx;

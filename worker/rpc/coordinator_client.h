@@ -125,6 +125,10 @@ struct ProgressUpdate {
   double allreduce_seconds = 0.0;
   double data_wait_seconds = 0.0;
   double samples_per_second = 0.0;
+  // The latest validation loss and the step it ran after (0: none yet), repeated by every
+  // later update.
+  double validation_loss = 0.0;
+  std::int64_t validation_step = 0;
 };
 
 class CoordinatorClient {

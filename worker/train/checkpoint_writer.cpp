@@ -58,6 +58,7 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
     facts.num_batches_per_epoch = static_cast<std::int64_t>(plan.batches.size());
     facts.num_train_images = dataset.num_train_samples;
     facts.num_reg_images = dataset.num_reg_samples_raw;
+    facts.num_validation_images = dataset.num_validation_images;
     facts.world_size = comm.world_size();
     facts.family = family;
     facts.v_parameterization = config.model.v_parameterization;

@@ -9,6 +9,8 @@
 //   LoRA dropout       (seed, rank, global_step,   as the noise, a stream of its own
 //                       micro-batch)
 //   sample images      (seed, prompt, global_step) a prompt's --d seed replaces it (kohya)
+//   validation noise   (validation_seed, batch,    the same at every validation, on any
+//                       timestep)                  world size and after any resume
 // Streams are kept apart by a fixed tag mixed in with mix_seed (SplitMix64).
 #pragma once
 
@@ -48,6 +50,16 @@ inline at::Generator make_lora_dropout_generator(std::uint64_t seed, int rank,
                                                  std::int64_t global_step, std::int64_t micro) {
   return make_cpu_generator(mix_seed(noise_stream_seed(seed, rank, global_step), /*tag=*/5,
                                      static_cast<std::uint64_t>(micro)));
+}
+
+// The noise of validation batch `batch` (its index in the validation set, whichever rank runs
+// it) at validation timestep number `timestep_index`: fixed, so the validation loss of two steps
+// or two runs compares the LoRA alone (kohya re-seeds with validation_seed before each pass).
+inline at::Generator make_validation_generator(std::uint64_t validation_seed, std::int64_t batch,
+                                               int timestep_index) {
+  return make_cpu_generator(
+      mix_seed(mix_seed(validation_seed, /*tag=*/8, static_cast<std::uint64_t>(batch)),
+               /*tag=*/9, static_cast<std::uint64_t>(timestep_index)));
 }
 
 }  // namespace lf

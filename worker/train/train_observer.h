@@ -45,6 +45,16 @@ struct SampleImageReport {
   int height = 0;
 };
 
+// One validation loss (worker/train/validation.h), the same on every rank.
+struct ValidationReport {
+  std::int64_t global_step = 0;  // completed optimizer steps when it ran
+  int epoch = 0;                 // epoch validation: the 1-based epoch just completed; 0: step
+  double loss = 0.0;             // mean over the held-out images and the fixed timesteps
+  std::int64_t images = 0;
+  int timesteps = 0;
+  double seconds = 0.0;
+};
+
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
@@ -55,6 +65,7 @@ class TrainObserver {
   }
   virtual void on_step(const StepReport& report) { (void)report; }
   virtual void on_sample_image(const SampleImageReport& image) { (void)image; }
+  virtual void on_validation(const ValidationReport& report) { (void)report; }
   // After the last step of this process. completed: the job trained to its end here (false for
   // a preemption, a --stop-at-step stop or a resume with nothing left to train).
   virtual void on_end(bool completed) { (void)completed; }

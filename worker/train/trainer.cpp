@@ -18,6 +18,7 @@
 #include "worker/train/sample_log.h"
 #include "worker/train/train_one_step.h"
 #include "worker/train/training_session.h"
+#include "worker/train/validation.h"
 
 namespace fs = std::filesystem;
 
@@ -76,8 +77,10 @@ void advance_position(TrainState& state, const EpochPlan& plan, std::int64_t beg
 }
 
 // Tells the observer and (asynchronously) the coordinator about the step just completed.
+// `up` keeps the latest validation loss between calls (the coordinator gets it with every
+// report).
 void report_step(TrainingSession& s, TrainObserver& observer, const StepResult& r, int epoch,
-                 double step_seconds, std::int64_t local_samples_total) {
+                 double step_seconds, std::int64_t local_samples_total, ProgressUpdate& up) {
   StepReport report;
   report.global_step = s.state.global_step;
   report.epoch = epoch;
@@ -93,7 +96,6 @@ void report_step(TrainingSession& s, TrainObserver& observer, const StepResult& 
   report.global_samples = r.global_samples;
   report.part_lrs = r.part_lrs;
   observer.on_step(report);
-  ProgressUpdate up;
   up.rank = s.rank;
   up.global_step = s.state.global_step;
   up.epoch = epoch;  // 0-based, as the coordinator's lorafleet_epoch
@@ -137,6 +139,29 @@ void sample_after_step(TrainingSession& s, SampleImages& samples, TrainObserver&
   }
 }
 
+// kohya's validation after a step: every validate_every_n_steps steps, and at the end of every
+// (validate_every_n_epochs-th) epoch; run once when both are due, reported as both. The
+// coordinator gets it with `progress`, resent now (the next report may be the job's end).
+void validate_after_step(TrainingSession& s, const Validation& v, TrainObserver& observer,
+                         int step_epoch, ProgressUpdate& progress) {
+  const bool step_due = v.due_after_step(s.state.global_step);
+  const bool epoch_due = s.state.epoch > step_epoch && v.due_after_epoch(step_epoch + 1);
+  if (!step_due && !epoch_due) return;
+  const ValidationResult r = v.run(s);
+  if (s.rank == 0) {
+    LF_INFO("validation loss " << r.loss << " after global_step " << s.state.global_step << " ("
+                               << r.images << " held-out images x " << r.timesteps << " timesteps, "
+                               << r.seconds << " s)");
+  }
+  ValidationReport report{s.state.global_step, 0, r.loss, r.images, r.timesteps, r.seconds};
+  if (step_due) observer.on_validation(report);
+  report.epoch = step_epoch + 1;
+  if (epoch_due) observer.on_validation(report);
+  progress.validation_loss = r.loss;
+  progress.validation_step = s.state.global_step;
+  s.coordinator.report_progress_async(progress);
+}
+
 }  // namespace
 
 TrainResult run_training(const JobConfig& config, const JobAssignment& job, Communicator& comm,
@@ -153,6 +178,23 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
       *s.optimizer, s.param_names, family_name(s.base.models.preset.family)};
   SampleLog sample_log(options.sample_log, s.rank);
   SampleImages samples(config);
+  const Validation validation(config, s);
+  if (s.rank == 0 && validation.enabled()) {
+    LF_INFO("validation: " << s.dataset.num_validation_images << " held-out images, at most "
+                           << (config.training.max_validation_steps > 0
+                                   ? std::to_string(config.training.max_validation_steps)
+                                   : std::string("all"))
+                           << " batches at 4 fixed timesteps, every "
+                           << (config.training.validate_every_n_steps > 0
+                                   ? std::to_string(config.training.validate_every_n_steps) +
+                                         " steps and every "
+                                   : std::string())
+                           << (config.training.validate_every_n_epochs > 0
+                                   ? std::to_string(config.training.validate_every_n_epochs)
+                                   : std::string("1"))
+                           << " epoch(s)");
+  }
+  ProgressUpdate progress;  // the latest report, with the latest validation loss
   TrainResult result;
   std::int64_t local_samples_total = 0;
   EpochPlan plan;
@@ -206,7 +248,8 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         LF_INFO("sync check global_step " << state.global_step << " loss " << r.loss
                                           << " lora_sha256 " << digest);
       }
-      report_step(s, observer, r, step_epoch, seconds_since(step_t0), local_samples_total);
+      report_step(s, observer, r, step_epoch, seconds_since(step_t0), local_samples_total,
+                  progress);
       const bool last = state.global_step >= stop_at;
       if (r.votes.sample_now > 0) ++sample_now_handled;
       const bool operator_stop = r.votes.operator_stop > 0;
@@ -228,6 +271,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
         break;
       }
       sample_after_step(s, samples, observer, step_epoch, r.votes.sample_now > 0);
+      validate_after_step(s, validation, observer, step_epoch, progress);
       if (!last) save_periodically(s, checkpoints, plan, step_epoch);
     }
   }
