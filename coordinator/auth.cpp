@@ -90,7 +90,8 @@ grpc::Status JobTokenAuth::check(const grpc::ServerContext& context, const char*
   LF_WARN("rejected " << rpc << " from " << context.peer() << ": "
                       << (it == metadata.end() ? "no authorization metadata" : "wrong job token"));
   return {grpc::StatusCode::UNAUTHENTICATED,
-          "missing or wrong job token (workers take it from --job-token-file or LF_JOB_TOKEN)"};
+          "missing or wrong job token (workers and lorafleet-ctl take it from --job-token-file "
+          "or LF_JOB_TOKEN)"};
 }
 
 bool JobTokenAuth::accepts(const std::string& presented) const {

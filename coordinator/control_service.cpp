@@ -31,6 +31,7 @@ OperatorControl::Outcome ControlService::act(const std::string& action, const st
   OperatorControl::Outcome o;
   if (action == "stop") {
     o = control_.request_stop(who);
+    if (o.accepted) service_.on_stop_requested();
   } else if (action == "cancel") {
     o = control_.request_cancel(who);
     if (o.accepted) service_.on_cancel_requested();

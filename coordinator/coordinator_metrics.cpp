@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include <limits>
+
 namespace lf {
 
 const std::vector<std::string> CoordinatorMetrics::kRestartCauses = {
@@ -33,7 +35,8 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<metrics::R
       gauge(r, "lorafleet_learning_rate", "Learning rate of the latest reported step.");
   validation_loss_ = gauge(r, "lorafleet_validation_loss",
                            "Latest validation loss: held-out images (validation_split) at fixed "
-                           "timesteps and noise; 0 before the first.");
+                           "timesteps and noise; NaN before the first (and without a split).");
+  validation_loss_->Set(std::numeric_limits<double>::quiet_NaN());
   samples_per_second_ = gauge(r, "lorafleet_samples_per_second",
                               "Training throughput: sum over ranks of their latest samples/s.");
   workers_alive_ = gauge(r, "lorafleet_workers_alive",

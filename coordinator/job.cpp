@@ -93,6 +93,26 @@ void validate_checkpoint_file(const std::string& path, const std::string& config
 }
 }  // namespace
 
+// validate_every_n_* or max_validation_steps without a held-out image: say so, as kohya's
+// empty validation dataloader does nothing either.
+void CoordinatorJob::warn_validation_without_images() const {
+  const TrainingSection& t = config_.training;
+  if (dataset_.num_validation_images > 0) return;
+  if (t.validate_every_n_steps == 0 && t.validate_every_n_epochs == 0 &&
+      t.max_validation_steps == 0) {
+    return;
+  }
+  bool split = false;
+  for (const DatasetConfig& d : config_.datasets) split = split || d.validation_split > 0;
+  LF_WARN(config_.source_name
+          << ": training.validate_every_n_steps / validate_every_n_epochs / "
+             "max_validation_steps are set, but no image is held out: "
+          << (split ? "validation_split rounds to 0 images of every train subset (round(n x "
+                      "split) of n images, at most n - 1); raise it"
+                    : "set dataset.validation_split (e.g. 0.1)")
+          << "; no validation loss will be computed");
+}
+
 CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
     : config_(std::move(config)) {
   for (const std::string& w : config_.dataset_warnings) LF_WARN("config: " << w);
@@ -101,6 +121,7 @@ CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
   dataset_ = scan_dataset(scan_options_from(config_));
   for (const std::string& w : dataset_.warnings) LF_WARN("dataset: " << w);
   log_dataset_summary(dataset_);
+  warn_validation_without_images();
   if (check_model_files) {
     // Only once the scan succeeded: a job that fails on its data leaves nothing behind.
     std::error_code ec;

@@ -108,6 +108,8 @@ class CoordinatorJob {
   // assignment) and parsed, so that a bad prompt file fails before any worker starts. Throws
   // ConfigError naming the key and "<file>:<line>: <problem>".
   void read_sample_prompts();
+  // A WARN when validation keys are set but the scan held no image out.
+  void warn_validation_without_images() const;
   // The LR-schedule keys over the planned total (lr_schedule_keys.h): a ConfigError naming the
   // config and the key, e.g. a warmup of at least the total.
   void check_lr_schedule_over(std::int64_t total_steps) const;

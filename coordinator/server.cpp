@@ -213,22 +213,31 @@ int run_coordinator(const JobConfig& config, const CoordinatorOptions& options) 
   auto old_term = std::signal(SIGTERM, lf_coordinator_on_signal);
   int exit_code = 1;
   bool stop_asked = false;
+  bool cancel_asked = false;
   while (true) {
     if (std::optional<int> code = server.wait_for(std::chrono::milliseconds(200))) {
       exit_code = *code;
       break;
     }
     const int sig = g_signal.load();
-    if (sig == SIGINT && g_interrupts.load() == 1 && !stop_asked) {
+    const int interrupts = g_interrupts.load();
+    if (sig == SIGINT && interrupts == 1 && !stop_asked) {
       // Ctrl-C: as `lorafleet-ctl stop`. The workers of the same terminal got it too and vote
       // to stop themselves; remote ones learn it from their heartbeat.
       stop_asked = true;
       const OperatorControl::Outcome o = server.control().act("stop", "Ctrl-C on the coordinator");
-      LF_WARN("Ctrl-C: " << (o.accepted ? o.detail : "cannot stop: " + o.detail)
-                         << "; press Ctrl-C again to end the job at once");
+      if (o.accepted)
+        LF_WARN("press Ctrl-C again to end the job at once (as lorafleet-ctl cancel)");
       continue;
     }
-    if (sig != 0 && (sig != SIGINT || g_interrupts.load() > 1)) {
+    if (sig == SIGINT && interrupts == 2 && !cancel_asked) {
+      // A second Ctrl-C: as `lorafleet-ctl cancel`: the ranks exit 4 at their next heartbeat
+      // (not restarted), the last committed checkpoint stands, and the coordinator exits 4.
+      cancel_asked = true;
+      server.control().act("cancel", "a second Ctrl-C on the coordinator");
+      continue;
+    }
+    if (sig != 0 && (sig != SIGINT || interrupts > 2)) {
       LF_WARN("received signal " << sig << ": stopping the job");
       server.service().shutdown();
       exit_code = 1;

@@ -109,7 +109,9 @@ class CoordinatorServer {
 // The whole coordinator run: start, log both bound addresses, wait for the job, write the final
 // metrics snapshot, linger, shut down. SIGTERM ends the job early with exit code 1 (the stored
 // state stays resumable). The first SIGINT (Ctrl-C) asks the ranks to stop as
-// `lorafleet-ctl stop` does (checkpoint, LoRA, exit 0); a second one ends it at once, as SIGTERM.
+// `lorafleet-ctl stop` does (checkpoint, LoRA, exit 0); a second one cancels the job as
+// `lorafleet-ctl cancel` (the ranks exit 4, the coordinator exits 4); a third ends the
+// coordinator at once, as SIGTERM.
 // Returns the process exit code. Throws (bind failure, dataset errors) for the caller to print.
 int run_coordinator(const JobConfig& config, const CoordinatorOptions& options);
 

@@ -323,8 +323,11 @@ void CoordinatorService::complete_registration(Clock::time_point now) {
   assignment_.set_rendezvous_address(ranks_[0].rendezvous_address);
   assignment_.set_nccl_unique_id(ranks_[0].nccl_unique_id);
   if (group_resume_) fill_resume_point(*group_resume_, assignment_.mutable_resume_point());
-  // Sample-now requests before this generation are done or moot: the ranks count on from here.
-  if (control_ != nullptr) assignment_.set_sample_now_id(control_->requests().sample_now);
+  // Requests before a restarted generation were done (or moot): it counts on from here. The
+  // first generation takes the ones made while it registered.
+  if (control_ != nullptr && generation_ > 1) {
+    assignment_.set_sample_now_id(control_->requests().sample_now);
+  }
 
   std::vector<StoredRank> stored;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
@@ -778,9 +781,15 @@ void CoordinatorService::finish_cancelled(const std::string& how) {
 void CoordinatorService::on_cancel_requested() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (done_) return;
-  LF_WARN((control_ != nullptr ? control_->requests().reason : std::string("cancel"))
-          << ": the ranks exit at their next heartbeat");
   if (!registration_complete_) finish_cancelled("no generation was training");
+}
+
+void CoordinatorService::on_stop_requested() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || generation_ > 0 || registration_complete_) return;
+  finish_job(0, "stopped before any rank trained (" +
+                    (control_ != nullptr ? control_->requests().reason : std::string("stop")) +
+                    "): nothing to checkpoint");
 }
 
 grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext* context,

@@ -128,6 +128,10 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // next heartbeat and the job ends when the first reports it exits (or, when none does, after
   // two heartbeat periods). Thread-safe.
   void on_cancel_requested();
+  // An operator asked to stop (after OperatorControl::request_stop): before the first
+  // generation formed nothing has trained, and the job ends now with exit 0; otherwise the
+  // ranks stop after the next step they agree on. Thread-safe.
+  void on_stop_requested();
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -104,7 +104,7 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
     out->set_end_reason(end_reason_);
     out->set_state(any_cancelled || requests.cancel ? "cancelled"
                    : exit_code_ != 0                ? "failed"
-                   : any_stopped                    ? "stopped"
+                   : any_stopped || requests.stop   ? "stopped"
                                                     : "done");
   } else if (requests.cancel || requests.stop) {
     out->set_state(requests.cancel ? "cancelling" : "stopping");

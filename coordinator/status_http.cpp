@@ -52,6 +52,19 @@ std::string origin_host(const std::string& origin) {
   return scheme == std::string::npos ? origin : origin.substr(scheme + 3);
 }
 
+// The host part of a Host header ("127.0.0.1:9400", "[::1]:9400", "localhost").
+std::string host_name(const std::string& host) {
+  if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.rfind(':'));
+}
+
+// Without a job token the page is only served on loopback: a Host that names anything else is
+// a page of another site that rebound its name to 127.0.0.1 (DNS rebinding).
+bool loopback_host(const std::string& host) {
+  const std::string h = host_name(host);
+  return h == "localhost" || h == "[::1]" || h.rfind("127.", 0) == 0;
+}
+
 bool safe_sample_name(const std::string& name) {
   if (name.size() < 5 || name.substr(name.size() - 4) != ".png" || name[0] == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -79,7 +92,7 @@ std::vector<metrics::HttpRoute> StatusHttp::routes() {
 }
 
 bool StatusHttp::authorized(const HttpRequest& r) const {
-  if (!auth_.enabled()) return true;
+  if (!auth_.enabled()) return loopback_host(header(r, "host"));
   const std::string authorization = header(r, "authorization");
   if (authorization.size() > 7 &&
       (authorization.rfind("Bearer ", 0) == 0 || authorization.rfind("bearer ", 0) == 0)) {
@@ -89,7 +102,13 @@ bool StatusHttp::authorized(const HttpRequest& r) const {
   return !from_cookie.empty() && auth_.accepts(from_cookie);
 }
 
-static HttpReply unauthorized() {
+static HttpReply unauthorized(bool token_required) {
+  if (!token_required) {
+    // No token: loopback only, and this request named another host (see loopback_host).
+    return text(403,
+                "403 forbidden: without a job token the status page answers only requests "
+                "addressed to 127.0.0.1, [::1] or localhost\n");
+  }
   HttpReply r = text(401,
                      "401 unauthorized: this job's status needs its job token: open "
                      "/?token=<job token> once in a browser, or send \"Authorization: Bearer "
@@ -100,7 +119,7 @@ static HttpReply unauthorized() {
 
 HttpReply StatusHttp::page(const HttpRequest& r) {
   if (const auto t = r.params.find("token"); t != r.params.end() && auth_.enabled()) {
-    if (!auth_.accepts(t->second)) return unauthorized();
+    if (!auth_.accepts(t->second)) return unauthorized(true);
     // Keep the token out of the address bar and the history: a cookie, then a clean reload.
     HttpReply redirect = text(303, "see /\n");
     redirect.headers.push_back({"Location", "/"});
@@ -108,7 +127,7 @@ HttpReply StatusHttp::page(const HttpRequest& r) {
                                                   "; Path=/; HttpOnly; SameSite=Strict"});
     return redirect;
   }
-  if (!authorized(r)) return unauthorized();
+  if (!authorized(r)) return unauthorized(auth_.enabled());
   pb::JobStatus status;
   service_.fill_status(&status);
   StatusPageOptions options;
@@ -120,7 +139,7 @@ HttpReply StatusHttp::page(const HttpRequest& r) {
 }
 
 HttpReply StatusHttp::status_json_reply(const HttpRequest& r) {
-  if (!authorized(r)) return unauthorized();
+  if (!authorized(r)) return unauthorized(auth_.enabled());
   pb::JobStatus status;
   service_.fill_status(&status);
   HttpReply reply;
@@ -130,10 +149,15 @@ HttpReply StatusHttp::status_json_reply(const HttpRequest& r) {
 }
 
 HttpReply StatusHttp::action(const HttpRequest& r, const std::string& name) {
-  if (!authorized(r)) return unauthorized();
+  if (!authorized(r)) return unauthorized(auth_.enabled());
+  // Browsers name the page that posts (Origin; "null" from sandboxed frames and data: pages)
+  // and whether it is another site's (Sec-Fetch-Site): only the status page itself may.
   const std::string origin = header(r, "origin");
-  if (!origin.empty() && origin != "null" && origin_host(origin) != header(r, "host")) {
-    return text(403, "403 forbidden: a request from another site (Origin " + origin + ")\n");
+  const std::string fetch_site = header(r, "sec-fetch-site");
+  if ((!origin.empty() && origin_host(origin) != header(r, "host")) || fetch_site == "cross-site" ||
+      fetch_site == "same-site") {
+    return text(403, "403 forbidden: a request from another site (Origin " +
+                         (origin.empty() ? std::string("not sent") : origin) + ")\n");
   }
   const OperatorControl::Outcome o =
       control_.act(name, "the status page (" + r.remote_address + ")");
@@ -160,7 +184,7 @@ HttpReply StatusHttp::action(const HttpRequest& r, const std::string& name) {
 }
 
 HttpReply StatusHttp::sample_file(const HttpRequest& r) {
-  if (!authorized(r)) return unauthorized();
+  if (!authorized(r)) return unauthorized(auth_.enabled());
   const std::string name = r.path.substr(std::string("/sample/").size());
   if (!safe_sample_name(name)) return text(404, "404 not found\n");
   std::ifstream in(fs::path(sample_dir_) / name, std::ios::binary);

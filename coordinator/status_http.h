@@ -6,8 +6,10 @@
 // Whenever the control plane requires the job token, every route but /metrics does too:
 // "Authorization: Bearer <token>", or the cookie a browser gets from opening /?token=<token>
 // once (HttpOnly, SameSite=Strict; the page then reloads without the token in its address).
-// A POST whose Origin header names another host is refused (403). Without the token: 401,
-// naming both ways, never echoing what was sent.
+// A POST whose Origin names another host (or "null"), or that a browser marks Sec-Fetch-Site
+// cross-site / same-site, is refused (403). Without the token: 401, naming both ways, never
+// echoing what was sent. Without a token required (a loopback coordinator), only requests
+// whose Host is loopback are answered (403 otherwise: a DNS-rebinding page).
 #pragma once
 
 #include <string>

@@ -4,7 +4,8 @@
 # on this machine and prints where the LoRA, the checkpoints and the metrics are. Idempotent: a
 # second run reuses the install and the build, and moves the previous run's outputs aside
 # instead of overwriting. Ctrl-C stops the job as `lorafleet-ctl stop` does (the ranks commit a
-# checkpoint, write the LoRA and exit 0); a second Ctrl-C ends it at once.
+# checkpoint, write the LoRA and exit 0); a second Ctrl-C cancels it (exit 4, the last committed
+# checkpoint stands).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONFIG="${1:-configs/demo.yaml}"
@@ -48,8 +49,10 @@ echo "[demo] while it runs: the status page http://127.0.0.1:9400/ and" \
 INTERRUPTS=0
 on_interrupt() {
   INTERRUPTS=$((INTERRUPTS + 1))
-  if [ "$INTERRUPTS" -ge 2 ]; then
-    echo "[demo] second Ctrl-C: ending the job now (SIGTERM: the ranks commit a checkpoint)" >&2
+  # The coordinator turns the second Ctrl-C into a cancel (the ranks exit 4); a third one ends
+  # mpirun here too.
+  if [ "$INTERRUPTS" -ge 3 ]; then
+    echo "[demo] third Ctrl-C: ending mpirun now" >&2
     kill -TERM "$MPIRUN" 2>/dev/null || true
   fi
 }

@@ -36,7 +36,7 @@ std::string requester() {
 int rpc_failed(const std::string& address, const char* rpc, const grpc::Status& s) {
   std::cerr << "lorafleet-ctl: error: " << rpc << " to " << address << ": " << describe_status(s);
   if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    std::cerr << " (give the job's token with --job-token-file or LF_JOB_TOKEN)" << std::endl;
+    std::cerr << std::endl;
     return kExitBadInput;
   }
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||

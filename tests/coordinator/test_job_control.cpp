@@ -154,7 +154,7 @@ class JobControlTest : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  JobConfig config(const std::string& metrics = "\"\"") const {
+  JobConfig config(const std::string& metrics = "\"\"", bool token = true) const {
     const std::string r = root_.string();
     std::ostringstream y;
     y << "model:\n"
@@ -170,8 +170,8 @@ class JobControlTest : public ::testing::Test {
       << "  output_dir: " << r << "/out\n"
       << "coordinator:\n"
       << "  listen_address: 127.0.0.1:0\n"
-      << "  metrics_address: " << metrics << "\n"
-      << "  job_token_file: " << r << "/token\n";
+      << "  metrics_address: " << metrics << "\n";
+    if (token) y << "  job_token_file: " << r << "/token\n";
     return parse_job_config(y.str(), "ctl.yaml");
   }
   static CoordinatorOptions options() {
@@ -297,6 +297,20 @@ TEST_F(JobControlTest, StopReachesTheWorkerInItsHeartbeatAndEndsTheJobWithExit0)
   EXPECT_EQ(ctl(with(base(server), {"cancel"})).exit_code, 1);
 }
 
+TEST_F(JobControlTest, StopBeforeAnyRankTrainedEndsTheJobWithExit0) {
+  CoordinatorServer server(config(), options());
+  server.start();
+  const CtlResult r = ctl(with(base(server), {"stop"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  const nlohmann::json j = nlohmann::json::parse(ctl(with(base(server), {"status", "--json"})).out);
+  EXPECT_EQ(j["state"], "stopped");
+  EXPECT_NE(j["end_reason"].get<std::string>().find("before any rank trained"), std::string::npos)
+      << j["end_reason"];
+}
+
 TEST_F(JobControlTest, CancelWhileRegisteringEndsTheJobWithExit4) {
   CoordinatorServer server(config(), options());
   server.start();
@@ -371,10 +385,18 @@ TEST_F(JobControlTest, StatusPageNeedsTheTokenAndServesHtmlJsonAndTheForms) {
   auto json = http.Get("/api/v1/status", bearer);
   ASSERT_EQ(json->status, 200);
   EXPECT_EQ(nlohmann::json::parse(json->body)["state"], "registering");
-  // Another site's form cannot post here, even with the cookie.
-  httplib::Headers cross = with_cookie;
-  cross.emplace("Origin", "http://evil.example");
-  EXPECT_EQ(http.Post("/api/v1/stop", cross, "", "application/x-www-form-urlencoded")->status, 403);
+  // Another site's form cannot post here, even with the cookie: another Origin, a sandboxed
+  // frame's "null", or a browser's Sec-Fetch-Site cross-site.
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"Origin", "http://evil.example"},
+                                                        {"Origin", "null"},
+                                                        {"Sec-Fetch-Site", "cross-site"}}) {
+    httplib::Headers cross = with_cookie;
+    cross.emplace(name, value);
+    EXPECT_EQ(http.Post("/api/v1/stop", cross, "", "application/x-www-form-urlencoded")->status,
+              403)
+        << name << ": " << value;
+  }
   // No sample prompts: refused (409), as JSON for API clients.
   auto sample = http.Post("/api/v1/sample-now", bearer, "", "application/json");
   EXPECT_EQ(sample->status, 409);
@@ -388,6 +410,25 @@ TEST_F(JobControlTest, StatusPageNeedsTheTokenAndServesHtmlJsonAndTheForms) {
   // Only PNG names in the sample folder are served.
   EXPECT_EQ(http.Get("/sample/..%2Fstate.sqlite", bearer)->status, 404);
   EXPECT_EQ(http.Get("/sample/missing.png", bearer)->status, 404);
+}
+
+TEST_F(JobControlTest, WithoutATokenOnlyLoopbackHostsAreAnswered) {
+  CoordinatorServer server(config("127.0.0.1:0", /*token=*/false), options());
+  server.start();
+  httplib::Client http("127.0.0.1", server.metrics_port());
+  EXPECT_EQ(http.Get("/")->status, 200);
+  EXPECT_EQ(http.Get("/api/v1/status")->status, 200);
+  // A page of another site that rebound its name to 127.0.0.1 sends its own Host.
+  const httplib::Headers rebound = {
+      {"Host", "evil.example:" + std::to_string(server.metrics_port())}};
+  auto page = http.Get("/", rebound);
+  EXPECT_EQ(page->status, 403);
+  EXPECT_NE(page->body.find("127.0.0.1, [::1] or localhost"), std::string::npos) << page->body;
+  httplib::Headers post = rebound;
+  post.emplace("Origin", "http://evil.example:" + std::to_string(server.metrics_port()));
+  EXPECT_EQ(http.Post("/api/v1/cancel", post, "", "application/x-www-form-urlencoded")->status,
+            403);
+  EXPECT_EQ(http.Get("/metrics", rebound)->status, 200);  // Prometheus's scrape is unchanged
 }
 
 }  // namespace

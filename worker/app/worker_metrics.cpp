@@ -5,6 +5,8 @@
 #include "common/metrics/exposer.h"
 #include "common/metrics/registry.h"
 
+#include <limits>
+
 namespace lf {
 
 namespace {
@@ -67,9 +69,10 @@ WorkerMetrics::WorkerMetrics(int rank, const std::string& bind_address)
                           .Name("lorafleet_worker_validation_loss")
                           .Help(
                               "The last validation loss (held-out images at fixed timesteps and "
-                              "noise; 0 before the first)")
+                              "noise; NaN before the first)")
                           .Register(*registry_)
                           .Add(labels);
+  validation_loss_->Set(std::numeric_limits<double>::quiet_NaN());
   step_seconds_ = &metrics::BuildHistogram()
                        .Name("lorafleet_worker_step_seconds")
                        .Help("Wall time per optimizer step, data wait included")

@@ -263,6 +263,11 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
                   << (operator_stop ? r.votes.operator_stop : r.votes.preempt)
                   << " rank(s)): committing a checkpoint");
         }
+        // Sample-now requests that reached this step are served before an operator's stop (a
+        // preemption's grace is kept for the checkpoint).
+        if (operator_stop && r.votes.sample_now > 0) {
+          samples.generate(s, state.global_step, std::nullopt, &observer);
+        }
         const auto written = checkpoints.write(state, SaveReason::kStep, plan);
         result.preempted = !operator_stop;
         result.stopped = operator_stop;
