@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "device/allocator_tuning.h"
 #include "model/checkpoint.h"
 #include "model/model_config.h"
 #include "model/sd_models.h"
@@ -61,6 +62,7 @@ Args parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  lf::tune_allocator_for_tensors();  // as lorafleet-worker does
   torch::set_num_threads(a.threads);
   c10::InferenceMode inference;  // as the worker samples (sample_images.cpp)
   const lf::ModelPreset preset = lf::model_preset(a.preset);

@@ -26,6 +26,7 @@
 #include "worker/app/launch_env.h"
 #include "worker/app/preemption.h"
 #include "worker/app/training_monitor.h"
+#include "worker/core/device/allocator_tuning.h"
 #include "worker/dist/gloo_communicator.h"
 #include "worker/dist/mpi_communicator.h"
 #include "worker/dist/nccl_communicator.h"
@@ -147,6 +148,8 @@ int run_worker(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Before any tensor or thread: keep freed activations in the heap (allocator_tuning.h).
+  tune_allocator_for_tensors();
   // Before anything slow: a SIGTERM during model loading must already be handled.
   Preemption::install(std::chrono::seconds(JobConfig{}.cluster.preempt_grace_seconds));
 
