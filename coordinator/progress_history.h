@@ -23,10 +23,10 @@ class ProgressHistory {
   // capacity >= 2 (smaller values are raised to 2).
   explicit ProgressHistory(std::size_t capacity = 512);
 
-  // Records the point of a step. A step at or before the last recorded one (a report repeated
-  // by the heartbeat, another rank reporting the same step, a restarted group re-running steps
-  // after its checkpoint) replaces the points from that step on, so the curve shows the run
-  // that counts.
+  // Records the point of a step (the service feeds it rank 0's reports). A step at or before
+  // the last recorded one (a report repeated by the heartbeat, a restarted group re-running
+  // steps after its checkpoint) replaces the points from that step on, so the curve shows the
+  // run that counts.
   void add(const ProgressPoint& p);
   const std::vector<ProgressPoint>& points() const { return points_; }
   // Steps between kept points now (1, 2, 4, ...).

@@ -735,7 +735,9 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext* context,
   s.samples = std::max(s.samples, request->samples());
   s.samples_per_second = request->samples_per_second();
   s.step_seconds = request->timings().step_seconds();
-  if (s.global_step > 0) {
+  // Rank 0's reports only: every rank reports the same global loss, and a slower rank's report
+  // of an earlier step would read as a re-run and drop the later points.
+  if (rank == 0 && s.global_step > 0) {
     history_.add({s.global_step, request->loss(), request->learning_rate()});
   }
   if (request->validation_step() > 0 && request->validation_step() != validation_step_) {
