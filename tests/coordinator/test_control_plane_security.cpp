@@ -341,7 +341,8 @@ TEST_F(ControlPlaneSecurity, ClientSendsTheTokenWithEveryRpc) {
     ProgressUpdate p;
     p.global_step = 4;
     client.report_progress_async(p);
-    EXPECT_TRUE(client.commit_checkpoint(0, 4, "/tmp/ckpt"));
+    EXPECT_EQ(client.commit_checkpoint(0, 4, "/tmp/ckpt", std::chrono::seconds(10)),
+              CoordinatorClient::CommitAck::kCommitted);
     FinishReport done;
     done.global_step = 4;
     client.finish(done);

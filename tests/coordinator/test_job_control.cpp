@@ -278,7 +278,9 @@ TEST_F(JobControlTest, StopReachesTheWorkerInItsHeartbeatAndEndsTheJobWithExit0)
             "stopping");
 
   // The rank stops after committing a checkpoint (as the trainer does) and finishes.
-  EXPECT_TRUE(client.commit_checkpoint(0, 4, (root_ / "out/checkpoints/step-00000004").string()));
+  EXPECT_EQ(client.commit_checkpoint(0, 4, (root_ / "out/checkpoints/step-00000004").string(),
+                                     std::chrono::seconds(10)),
+            CoordinatorClient::CommitAck::kCommitted);
   FinishReport done;
   done.global_step = 4;
   done.stopped = true;

@@ -13,6 +13,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/process_util.h"
 
@@ -26,6 +27,14 @@ namespace {
 const std::string kDemo = std::string(LF_SOURCE_DIR) + "/.deps/demo";
 const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab_16e6.txt.gz";
 using Clock = std::chrono::steady_clock;
+
+// Kills every process left in the namespaces when it goes out of scope.
+struct KillNamespaces {
+  std::vector<std::string> namespaces;
+  ~KillNamespaces() {
+    for (const std::string& ns : namespaces) run("ip netns pids " + ns + " | xargs -r kill -9");
+  }
+};
 
 class NetworkPartition : public ::testing::Test {
  protected:
@@ -110,6 +119,9 @@ TEST_F(NetworkPartition, BothSidesDetectADroppedLinkAndTheRunCompletesAfterItIsR
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto r0 = start_rank(0);
   auto r1 = start_rank(1);
+  // Declared after the futures, so destroyed before them: on a failed assertion the processes
+  // are killed instead of the futures' destructors waiting out the test's timeout.
+  const KillNamespaces kill_on_exit{{ns_a_, ns_b_}};
   const std::string ckpts = (dir_ / "out/checkpoints").string();
   const auto deadline = Clock::now() + std::chrono::seconds(240);
   while (newest_checkpoint(ckpts) < "step-00000004" && Clock::now() < deadline) {

@@ -317,8 +317,8 @@ void CoordinatorClient::report_progress_async(const ProgressUpdate& update) {
   impl_->cv.notify_one();
 }
 
-bool CoordinatorClient::commit_checkpoint(int rank, std::int64_t global_step,
-                                          const std::string& path) {
+CoordinatorClient::CommitAck CoordinatorClient::commit_checkpoint(
+    int rank, std::int64_t global_step, const std::string& path, std::chrono::milliseconds budget) {
   pb::CheckpointReport req;
   req.set_rank(rank);
   req.set_global_step(global_step);
@@ -327,15 +327,24 @@ bool CoordinatorClient::commit_checkpoint(int rank, std::int64_t global_step,
   pb::CheckpointAck ack;
   // Idempotent: the coordinator counts each rank once per step.
   const grpc::Status s = impl_->call(
-      "CommitCheckpoint", true, std::chrono::seconds(60), false, impl_->retry.budget,
+      "CommitCheckpoint", true, std::chrono::seconds(60), false,
+      std::min(budget, impl_->retry.budget),
       [&](grpc::ClientContext* ctx) { return impl_->stub->CommitCheckpoint(ctx, req, &ack); });
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    LF_WARN("CommitCheckpoint(step " << global_step << ") to " << address_ << ": "
+                                     << describe_status(s) << " for "
+                                     << std::chrono::duration<double>(budget).count()
+                                     << " s; training goes on (the checkpoint is durable on disk)");
+    return CommitAck::kUnacknowledged;
+  }
   if (!s.ok()) {
     const std::string msg = "CommitCheckpoint(step " + std::to_string(global_step) + ") to " +
                             address_ + " failed: " + describe_status(s);
     if (s.error_code() == grpc::StatusCode::ABORTED) throw GroupSupersededError(msg);
     throw CoordinatorError(msg, is_permanent(s));
   }
-  return ack.committed();
+  return ack.committed() ? CommitAck::kCommitted : CommitAck::kPending;
 }
 
 void CoordinatorClient::set_retry_budget(std::chrono::milliseconds budget) {

@@ -154,11 +154,16 @@ class CoordinatorClient {
   // training step never waits on the coordinator. Only the newest pending update is kept; an
   // unreachable coordinator only delays it (resent with the next heartbeat).
   void report_progress_async(const ProgressUpdate& update);
-  // Blocking (retries while the coordinator is unreachable): reports that this rank's part of
-  // checkpoint `global_step` is durable. Returns whether the coordinator saw all ranks
-  // (committed). Throws GroupSupersededError when this rank's generation is over,
-  // CoordinatorError on other failures.
-  bool commit_checkpoint(int rank, std::int64_t global_step, const std::string& path);
+  // Blocking for at most `budget` (retries while the coordinator is unreachable): reports that
+  // this rank's part of checkpoint `global_step` is durable. kCommitted: the coordinator has
+  // seen every rank; kPending: not all ranks yet; kUnacknowledged: the coordinator stayed
+  // unreachable for `budget` (logged; the checkpoint's COMMITTED file on disk, which
+  // --resume auto reads, does not depend on it). Never waiting longer keeps a rank cut off from
+  // the coordinator from outliving its peers, which give up at the next collective. Throws
+  // GroupSupersededError when this rank's generation is over, CoordinatorError on a refusal.
+  enum class CommitAck { kCommitted, kPending, kUnacknowledged };
+  CommitAck commit_checkpoint(int rank, std::int64_t global_step, const std::string& path,
+                              std::chrono::milliseconds budget);
   // Blocking, best effort (errors are logged, not thrown; retries while unreachable): this rank
   // is done, as `report` says (see FinishReport).
   void finish(const FinishReport& report);

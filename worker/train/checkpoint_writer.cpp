@@ -108,10 +108,14 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
     comm.barrier();
   }
   comm.barrier();  // published before anyone reports it
-  const bool committed =
-      coordinator.commit_checkpoint(rank, state.global_step, written.checkpoint_dir);
+  // Waiting longer than a collective may take only outlives the peers (see commit_checkpoint).
+  const auto ack =
+      coordinator.commit_checkpoint(rank, state.global_step, written.checkpoint_dir,
+                                    std::chrono::seconds(config.cluster.collective_timeout));
   if (rank == 0) {
-    LF_INFO("checkpoint " << written.checkpoint_dir << (committed ? " committed" : " written"));
+    LF_INFO("checkpoint " << written.checkpoint_dir
+                          << (ack == CoordinatorClient::CommitAck::kCommitted ? " committed"
+                                                                              : " written"));
   }
   return written;
 }
