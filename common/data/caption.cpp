@@ -95,7 +95,13 @@ std::string read_caption_file(const std::string& path, bool* empty, int* extra_l
   if (!in) throw DatasetError(path + ": cannot read caption file");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw DatasetError(path + ": cannot read caption file (read error)");
+  return decode_caption_bytes(std::move(bytes), path, empty, extra_lines);
+}
 
+std::string decode_caption_bytes(std::string bytes, const std::string& label, bool* empty,
+                                 int* extra_lines) {
+  if (empty) *empty = false;
+  if (extra_lines) *extra_lines = 0;
   // Validate the raw bytes so the offset is the one a hex editor shows (BOM included).
   const std::size_t bad = find_invalid_utf8(bytes);
   if (bad != std::string::npos) {
@@ -103,7 +109,7 @@ std::string read_caption_file(const std::string& path, bool* empty, int* extra_l
                                               static_cast<unsigned char>(bytes[1]) == 0xFE) ||
                                              (static_cast<unsigned char>(bytes[0]) == 0xFE &&
                                               static_cast<unsigned char>(bytes[1]) == 0xFF));
-    throw DatasetError(path + ": caption file is not valid UTF-8 (invalid byte at offset " +
+    throw DatasetError(label + ": caption file is not valid UTF-8 (invalid byte at offset " +
                        std::to_string(bad) + (utf16 ? "; the file starts with a UTF-16 BOM" : "") +
                        "); caption files must be UTF-8, re-save it as UTF-8");
   }

@@ -35,6 +35,10 @@ struct CaptionOptions {
 // An empty (or whitespace-only) file returns "" and sets *empty = true (the caller warns).
 // Throws DatasetError("<path>: ...") when the file cannot be read or is not UTF-8.
 std::string read_caption_file(const std::string& path, bool* empty, int* extra_lines);
+// The decoding part of read_caption_file, over bytes already read; `label` names them in the
+// DatasetError ("<label>: caption file is not valid UTF-8 ...").
+std::string decode_caption_bytes(std::string bytes, const std::string& label, bool* empty,
+                                 int* extra_lines);
 
 // Processes one sample's caption in kohya's order (process_caption, §2.4):
 //   1. prefix/suffix joined with a single space;
