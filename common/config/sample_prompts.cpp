@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -54,6 +55,27 @@ double parse_number(const std::string& v, const std::string& opt, const std::str
   return out;
 }
 
+// The largest sample side lorafleet draws: beyond it a typo ("--w 51200") would make a worker
+// allocate a latent of gigabytes at the first sample step, after training began.
+constexpr std::int64_t kMaxSampleSide = 16384;
+
+// An int option's value: `v` checked against kMaxSampleSide for a size, else clamped to
+// [lo, hi] before narrowing (kohya clamps the steps), so no value wraps around.
+int size_value(std::int64_t v, const std::string& key, const std::string& where) {
+  if (v > kMaxSampleSide) {
+    throw error_at(where, key + " expects at most " + std::to_string(kMaxSampleSide) +
+                              " pixels, got " + std::to_string(v));
+  }
+  return static_cast<int>(std::max<std::int64_t>(v, 0));
+}
+int clamped_int(std::int64_t v, int lo, int hi) {
+  return static_cast<int>(std::clamp<std::int64_t>(v, lo, hi));
+}
+double finite_number(double v, const std::string& key, const std::string& where) {
+  if (!std::isfinite(v)) throw error_at(where, key + " expects a finite number");
+  return v;
+}
+
 // kohya's rounding of the size and bounds of the steps (sample_image_inference).
 void normalise(SamplePrompt& p, const std::string& where) {
   if (trim(p.prompt).empty()) throw error_at(where, "empty prompt");
@@ -79,17 +101,17 @@ void apply_option(SamplePrompt& p, const std::string& option, const std::string&
   if (name == "n") {
     p.negative_prompt = value;
   } else if (name == "w") {
-    p.width = static_cast<int>(parse_integer(value, name, where));
+    p.width = size_value(parse_integer(value, name, where), "--w", where);
   } else if (name == "h") {
-    p.height = static_cast<int>(parse_integer(value, name, where));
+    p.height = size_value(parse_integer(value, name, where), "--h", where);
   } else if (name == "d") {
     // kohya's pattern (\d+) does not match a negative seed: the prompt keeps a derived one.
     const long long seed = parse_integer(value, name, where);
     if (seed >= 0) p.seed = seed;
   } else if (name == "s") {
-    p.sample_steps = static_cast<int>(parse_integer(value, name, where));
+    p.sample_steps = clamped_int(parse_integer(value, name, where), 1, 1000);
   } else if (name == "l") {
-    p.scale = parse_number(value, name, where);
+    p.scale = finite_number(parse_number(value, name, where), "--l", where);
   } else if (name == "ss") {
     p.sampler = value;
   } else {
@@ -108,15 +130,15 @@ void apply_keys(SamplePrompt& p, const std::vector<std::string>& keys, const Get
     else if (key == "negative_prompt")
       p.negative_prompt = get.string(key);
     else if (key == "width")
-      p.width = static_cast<int>(get.integer(key));
+      p.width = size_value(get.integer(key), "'width'", where);
     else if (key == "height")
-      p.height = static_cast<int>(get.integer(key));
+      p.height = size_value(get.integer(key), "'height'", where);
     else if (key == "seed")
       p.seed = get.integer(key);
     else if (key == "sample_steps")
-      p.sample_steps = static_cast<int>(get.integer(key));
+      p.sample_steps = clamped_int(get.integer(key), 1, 1000);
     else if (key == "scale")
-      p.scale = get.number(key);
+      p.scale = finite_number(get.number(key), "'scale'", where);
     else if (key == "sample_sampler")
       p.sampler = get.string(key);
     else if (key != "subset" && key != "enum") {
@@ -216,10 +238,18 @@ struct JsonGet {
     throw error_at(where, "'" + k + "' expects a string");
   }
   std::int64_t integer(const std::string& k) const {
-    if (j[k].is_number_integer()) return j[k].get<std::int64_t>();
-    // 128.0 is an integer to Python's int() and to the TOML reader; 128.5 is not.
-    if (j[k].is_number_float() && std::floor(j[k].get<double>()) == j[k].get<double>()) {
-      return static_cast<std::int64_t>(j[k].get<double>());
+    if (j[k].is_number_unsigned()) {
+      if (j[k].get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) {
+        return static_cast<std::int64_t>(j[k].get<std::uint64_t>());
+      }
+    } else if (j[k].is_number_integer()) {
+      return j[k].get<std::int64_t>();
+    }
+    // 128.0 is an integer to Python's int() and to the TOML reader; 128.5 is not. Only values
+    // an int64 holds (|v| < 2^63) convert.
+    const double v = j[k].is_number_float() ? j[k].get<double>() : 0.5;
+    if (std::floor(v) == v && std::fabs(v) < 9223372036854775808.0) {
+      return static_cast<std::int64_t>(v);
     }
     throw error_at(where, "'" + k + "' expects an integer");
   }
@@ -233,7 +263,8 @@ std::vector<SamplePrompt> from_json(const std::string& text, const std::string& 
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number past a double ("1E5555").
     throw error_at(path, std::string("not valid JSON: ") + e.what());
   }
   if (!doc.is_array()) throw error_at(path, "expected a list of prompts (kohya's format)");

@@ -98,6 +98,26 @@ TEST(SamplePrompts, MalformedLinesNameFileAndLine) {
                                    "k_dpm_2, dpm_2)");
 }
 
+// Found by the sample_prompts fuzzer: a JSON width of 3.3e33 was cast to int64 (undefined
+// behaviour); sizes past what a worker could draw, and non-finite scales, are refused up front.
+TEST(SamplePrompts, OutOfRangeValuesAreRefusedNotWrapped) {
+  const std::string huge_json = write("_hj.json", R"([{"prompt": "a", "width": 3.3e33}])");
+  EXPECT_EQ(error_of(huge_json), huge_json + ": prompt 1: 'width' expects an integer");
+  const std::string u64 = write("_u64.json", R"([{"prompt": "a", "seed": 18446744073709551615}])");
+  EXPECT_EQ(error_of(u64), u64 + ": prompt 1: 'seed' expects an integer");
+  const std::string wide = write("_wide.txt", "a dog --w 4294967360\n");
+  EXPECT_EQ(error_of(wide), wide + ":1: --w expects at most 16384 pixels, got 4294967360");
+  const std::string tall = write("_t.toml",
+                                 "[prompt]\nheight = 20000\n[[prompt.subset]]\n"
+                                 "prompt = \"a\"\n");
+  EXPECT_EQ(error_of(tall), tall + ":1: 'height' expects at most 16384 pixels, got 20000");
+  const std::string nan = write("_nan.txt", "a dog --l nan\n");
+  EXPECT_EQ(error_of(nan), nan + ":1: --l expects a finite number");
+  // kohya's clamp of the steps, now without wrapping: 2^32 + 5 steps is 1000, not 5.
+  const auto steps = load_sample_prompts(write("_s.txt", "a dog --s 4294967301\n"));
+  EXPECT_EQ(steps.at(0).sample_steps, 1000);
+}
+
 TEST(SamplePrompts, KohyasLooseSpellings) {
   // A UTF-8 BOM, upper-case option letters (kohya's re.IGNORECASE) and a negative seed, which
   // kohya's \d+ does not match (the prompt keeps a derived seed).
