@@ -6,7 +6,7 @@
 #   Debian packages  gRPC/Protobuf, yaml-cpp, Open MPI, OpenCV, libexif, libjpeg, libpng, toml++,
 #                    nlohmann-json, GoogleTest, cpp-httplib, CLI11, Boost (CRC32C), ccache,
 #                    promtool (prometheus), curl, chromium + DejaVu fonts (the status page's
-#                    browser test)
+#                    browser test), clang + libclang-rt-14-dev (libFuzzer: bench/fuzz.sh)
 #   PyPI (in .venv)  torch==${LORAFLEET_TORCH_VERSION} (LibTorch for CMake), numpy; Pillow and
 #                    opencv-python-headless for the kohya peer of bench/run_scan_prepare_bench.sh;
 #                    kubernetes-validate (bundled Kubernetes JSON schemas, works offline) for
@@ -41,6 +41,7 @@ APT_PACKAGES=(
   libgloo-dev libsqlite3-dev iproute2 openssl libboost-dev libpng-dev
   prometheus
   chromium fonts-dejavu-core
+  clang libclang-rt-14-dev
 )
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 missing=()
