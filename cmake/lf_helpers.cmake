@@ -3,7 +3,8 @@
 # `ctest -L unit` and the slower `-L integration` separately.
 function(lf_add_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
-  add_executable(${name} ${T_SOURCES})
+  # fail_on_skip.cpp: with LF_FAIL_ON_SKIP=1 (CI) a skipped test fails its program.
+  add_executable(${name} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/support/fail_on_skip.cpp)
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     LF_SOURCE_DIR="${PROJECT_SOURCE_DIR}" LF_BINARY_DIR="${PROJECT_BINARY_DIR}")
