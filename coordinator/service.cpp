@@ -868,6 +868,17 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
                     << ")");
     return grpc::Status::OK;
   }
+  if (!registration_complete_ && !done_ && !request->ok() && request->permanent() &&
+      check_rank(rank, "Finish").ok()) {
+    // Bad input before the group formed (a rank's exit 3 while the others wait in Register):
+    // the group can never form with it, so the job ends now instead of at the rendezvous
+    // timeout.
+    finish_job(1, "rank " + std::to_string(rank) +
+                      " stopped on bad input before its group formed (exit 3; a restart would "
+                      "fail the same way): " +
+                      request->error());
+    return grpc::Status::OK;
+  }
   if (grpc::Status st = check_generation(g, rank, "Finish"); !st.ok()) return st;
   if (grpc::Status st = check_running_rank(rank, "Finish"); !st.ok()) return st;
   RankState& s = ranks_[rank];

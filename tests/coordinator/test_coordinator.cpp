@@ -805,6 +805,40 @@ TEST_F(CoordinatorTest, FailedRankMakesExitCodeOneAndAsksOthersToStop) {
       << server.service().end_reason();
 }
 
+// A rank that stops on bad input (exit 3) before every rank registered ends the job at once:
+// the others, blocked in Register, would otherwise wait for a group that can never form.
+TEST_F(CoordinatorTest, BadInputBeforeTheGroupFormsEndsTheJobAtOnce) {
+  CoordinatorOptions o = fast_options();
+  o.world_size = 2;
+  o.metrics_address = "";
+  o.service.rendezvous_timeout = std::chrono::seconds(60);
+  CoordinatorServer server(config(), o);
+  server.start();
+  std::thread waiting([&] {
+    pb::RegisterResponse r;
+    auto s = stub_for(server.address());
+    EXPECT_FALSE(do_register(*s, 0, 2, &r).ok());  // released when the job ends
+  });
+  auto stub = stub_for(server.address());
+  pb::FinishRequest req;
+  req.set_rank(1);
+  req.set_ok(false);
+  req.set_permanent(true);
+  req.set_error("dataset.max_image_pixels: /d/big.png has 182000000 pixels");
+  pb::FinishAck ack;
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stub->Finish(&ctx, req, &ack).ok());
+  EXPECT_EQ(server.wait_for(std::chrono::seconds(5)), std::optional<int>(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(server.service().end_reason(),
+            "rank 1 stopped on bad input before its group formed (exit 3; a restart would fail "
+            "the same way): dataset.max_image_pixels: /d/big.png has 182000000 pixels");
+  server.shutdown();
+  waiting.join();
+}
+
 TEST_F(CoordinatorTest, RegistrationTimesOutAndWithdrawsTheRank) {
   CoordinatorOptions o = fast_options();
   o.service.registration_timeout = std::chrono::milliseconds(300);
