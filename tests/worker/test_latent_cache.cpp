@@ -107,6 +107,28 @@ TEST(LatentCache, DiskEntriesAreReusedAndAnOverwrittenImageIsReencoded) {
                                           .squeeze(0)));
 }
 
+// dataset.max_image_pixels reaches the worker's decode: the coordinator's scan accepted the
+// images under the job's limit, so a worker with the default limit must not refuse them later.
+TEST(LatentCache, DecodesWithTheJobsMaxImagePixels) {
+  test::TempDir dir("latent_cache_pixels");
+  fs::create_directories(dir.path() / "data/1_x");
+  write_image(dir.path() / "data/1_x/a.png", 1);  // 512 x 512 = 262144 pixels
+  const Dataset d = scan(dir.path() / "data");
+  LatentCache::Options o;
+  o.max_image_pixels = 262143;
+  LatentCache below(d, o, pool_encoder);
+  try {
+    below.get(0, {});
+    ADD_FAILURE() << "a 512x512 image passed a limit of 262143 pixels";
+  } catch (const DatasetError& e) {
+    EXPECT_NE(std::string(e.what()).find("above the limit of 262143"), std::string::npos)
+        << e.what();
+  }
+  o.max_image_pixels = 262144;
+  LatentCache at_limit(d, o, pool_encoder);
+  EXPECT_EQ(at_limit.get(0, {}).latents.sizes(), (at::IntArrayRef{4, 64, 64}));
+}
+
 TEST(LatentCache, CorruptEntryNamesTheCacheFileAndTheImage) {
   test::TempDir dir("latent_cache_corrupt");
   fs::create_directories(dir.path() / "data/1_x");

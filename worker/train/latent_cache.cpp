@@ -25,10 +25,11 @@ bool LatentCache::alpha_mask_of(const ImageRecord& record) const {
 }
 
 std::pair<at::Tensor, at::Tensor> LatentCache::image_tensors(const ImageRecord& record,
-                                                             const CropFlip& cf,
-                                                             bool alpha_mask) {
+                                                             const CropFlip& cf, bool alpha_mask,
+                                                             std::int64_t max_pixels) {
   DecodeOptions decode;
   decode.keep_alpha = alpha_mask;
+  decode.max_pixels = max_pixels;
   const std::vector<std::uint8_t> bytes = read_file_bytes(record.path);
   // The cache key holds the scan's content hash: latents of other bytes must never be stored
   // (or trained on) under it.
@@ -122,7 +123,7 @@ LatentCache::Entry LatentCache::encode_entry(const ImageRecord& record, const Cr
       LF_INFO("latent cache: re-encoding " << record.path << " (" << stale_reason << ")");
     }
   }
-  auto [pixels, alpha_u8] = image_tensors(record, cf, alpha);
+  auto [pixels, alpha_u8] = image_tensors(record, cf, alpha, options_.max_image_pixels);
   at::Tensor latents = checked_latents(
       encode_(pixels.to(options_.device), latent_noise_seed(key)).squeeze(0).detach(), record);
   if (use_disk) {
@@ -178,7 +179,7 @@ LatentCache::ShardStats LatentCache::precompute_shard(int rank, int world_size) 
       return;
     }
     if (!stale_reason.empty()) ++stats.stale;
-    auto [pixels, alpha_u8] = image_tensors(rec, cf, key.alpha_mask);
+    auto [pixels, alpha_u8] = image_tensors(rec, cf, key.alpha_mask, options_.max_image_pixels);
     LatentEntry entry;
     entry.latents = checked_latents(encode_(pixels.to(options_.device), latent_noise_seed(key))
                                         .squeeze(0)

@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "common/data/dataset.h"
+#include "common/image/decoded_image.h"
 #include "common/image/prepared_image.h"
 
 namespace lf {
@@ -31,6 +32,9 @@ class LatentCache {
     at::Device device = at::Device(at::kCPU);
     std::string disk_dir;      // "" = memory only
     std::string vae_identity;  // model_identity of the VAE weights (needed with disk_dir)
+    // dataset.max_image_pixels: the coordinator's scan accepted every image under this limit,
+    // so the worker's decode must use the same one.
+    std::int64_t max_image_pixels = DecodeOptions{}.max_pixels;
   };
   // encode: ([1,3,H,W] image in [-1,1] on `device`, noise seed) -> [1,4,H/8,W/8] scaled latents.
   using EncodeFn = std::function<at::Tensor(const at::Tensor& pixels, std::uint64_t noise_seed)>;
@@ -73,9 +77,11 @@ class LatentCache {
   std::size_t size() const { return memory_.size(); }
 
   // [1,3,H,W] float tensor in [-1,1] and the [H,W] uint8 alpha (undefined without alpha_mask)
-  // of an image after resize, crop and flip (exposed for tests).
-  static std::pair<at::Tensor, at::Tensor> image_tensors(const ImageRecord& record,
-                                                         const CropFlip& cf, bool alpha_mask);
+  // of an image after resize, crop and flip (exposed for tests). Throws DatasetError for an
+  // image above `max_pixels` (dataset.max_image_pixels), naming its size and the limit.
+  static std::pair<at::Tensor, at::Tensor> image_tensors(
+      const ImageRecord& record, const CropFlip& cf, bool alpha_mask,
+      std::int64_t max_pixels = DecodeOptions{}.max_pixels);
 
  private:
   LatentCacheKey key_for(const ImageRecord& record, const CropFlip& cf) const;

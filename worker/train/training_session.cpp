@@ -302,6 +302,7 @@ void TrainingSession::prepare_data() {
   }
   LatentCache::Options latent_options;
   latent_options.device = device;
+  latent_options.max_image_pixels = config.dataset.max_image_pixels;
   // Always: the VAE noise of an entry is seeded by its key, which holds the VAE's identity, so
   // a run with the disk cache and one without encode the very same latents.
   VAEEncoder& vae = base.models.vae_encoder;
