@@ -49,6 +49,27 @@ bool is_image_name(const std::string& filename) {
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".webp" || ext == ".bmp";
 }
 
+// Image formats lorafleet does not decode (OpenCV 4.6 here reads png, jpg, webp and bmp): their
+// files are counted in one warning instead of being skipped in silence.
+bool is_undecoded_image_name(const std::string& filename) {
+  if (filename.empty() || filename[0] == '.') return false;
+  const std::string ext = lower(fs::path(filename).extension().string());
+  for (const char* e : {".jxl", ".avif", ".gif", ".tif", ".tiff", ".heic", ".heif", ".jp2", ".j2k",
+                        ".psd", ".ico", ".tga", ".exr", ".hdr", ".svg", ".dng", ".raw"}) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
+// One warning for a list of files: `header`, then up to five of them, then how many more.
+std::string file_list_warning(const std::string& header, const std::vector<std::string>& files) {
+  std::string msg = header;
+  const std::size_t shown = std::min<std::size_t>(files.size(), 5);
+  for (std::size_t i = 0; i < shown; ++i) msg += "\n  " + files[i];
+  if (files.size() > shown) msg += "\n  and " + std::to_string(files.size() - shown) + " more";
+  return msg;
+}
+
 // "<int>_<rest>" as kohya extract_dreambooth_params: split at the first '_'; the prefix must be
 // all digits. A name that is only an integer has empty class tokens. Returns false when there is
 // no integer prefix ("CROP", "x_10").
@@ -110,6 +131,10 @@ struct Scanner {
   std::vector<PendingImage> pending;
   std::vector<BucketManager> managers;  // one per dataset
   std::vector<std::string> same_stem;   // "a.png and a.jpg: ..." over all folders, reported once
+  // Reported once each, over all folders (see summarize_files).
+  std::vector<std::string> undecoded_images;     // .jxl, .avif, .gif, .tif ...
+  std::vector<std::string> empty_captions;       // caption files with no text
+  std::vector<std::string> multi_line_captions;  // "<path> (N lines)"
 
   // Subsets of a kohya DreamBooth parent folder (form 1): "<n>_<tokens>" sub-folders.
   std::vector<SubsetConfig> folder_subsets(const std::string& dir, bool is_reg,
@@ -182,7 +207,11 @@ struct Scanner {
     std::map<std::string, std::string> by_stem;  // stem -> first file with it
     for (const fs::path& file : sorted_entries(dir)) {
       const std::string filename = file.filename().string();
-      if (!is_image_name(filename) || !fs::is_regular_file(file, ec)) continue;
+      if (!fs::is_regular_file(file, ec)) continue;
+      if (!is_image_name(filename)) {
+        if (is_undecoded_image_name(filename)) undecoded_images.push_back(file.string());
+        continue;
+      }
       const std::string stem = file.stem().string();
       auto [it, inserted] = by_stem.emplace(stem, file.string());
       if (!inserted) {
@@ -215,11 +244,12 @@ struct Scanner {
           continue;
         }
         if (empty) {
-          ds.warnings.push_back(caption_path + ": caption file is empty; the caption is empty "
-                                "(delete the file to use the class tokens instead)");
+          // As a missing caption file: the subset's class tokens (counted in one warning).
+          empty_captions.push_back(caption_path);
+          rec.caption = config.class_tokens;
         } else if (extra_lines > 0) {
-          ds.warnings.push_back(caption_path + ": " + std::to_string(extra_lines + 1) +
-                                " non-empty lines; only the first is used as the caption");
+          multi_line_captions.push_back(caption_path + " (" + std::to_string(extra_lines + 1) +
+                                        " non-empty lines)");
         }
       } else {
         rec.caption = config.class_tokens;
@@ -289,25 +319,42 @@ struct Scanner {
   // One warning for every PNG whose colour profile libpng warned about (decoded without it),
   // instead of libpng's line per file and decode on stderr.
   void warn_profiles() {
-    std::vector<const PendingImage*> files;
+    std::vector<std::string> files;
     for (const PendingImage& p : pending) {
-      if (!p.profile_warning.empty()) files.push_back(&p);
+      if (!p.profile_warning.empty())
+        files.push_back(p.record.path + " (" + p.profile_warning + ")");
     }
     if (files.empty()) return;
-    std::string msg = std::to_string(files.size()) +
-                      " PNG file(s) have a colour profile (iCCP) libpng warns about; profiles "
-                      "are ignored, as OpenCV and kohya ignore them:";
-    const std::size_t shown = std::min<std::size_t>(files.size(), 5);
-    for (std::size_t i = 0; i < shown; ++i) {
-      msg += "\n  " + files[i]->record.path + " (" + files[i]->profile_warning + ")";
+    ds.warnings.push_back(file_list_warning(
+        std::to_string(files.size()) +
+            " PNG file(s) have a colour profile (iCCP) libpng warns about; profiles are "
+            "ignored, as OpenCV and kohya ignore them:",
+        files));
+  }
+
+  // One counted warning each for undecoded image formats, empty and multi-line caption files.
+  void summarize_files() {
+    const std::pair<const std::vector<std::string>*, const char*> kinds[] = {
+        {&undecoded_images,
+         " file(s) in a format lorafleet does not decode are not used (it reads png, jpg, jpeg, "
+         "webp and bmp; convert them to train on them):"},
+        {&empty_captions,
+         " caption file(s) are empty; those images get their subset's class tokens, as without "
+         "a caption file:"},
+        {&multi_line_captions,
+         " caption file(s) have more than one non-empty line; only the first is used:"},
+    };
+    for (const auto& [files, what] : kinds) {
+      if (!files->empty()) {
+        ds.warnings.push_back(file_list_warning(std::to_string(files->size()) + what, *files));
+      }
     }
-    if (files.size() > shown) msg += "\n  and " + std::to_string(files.size() - shown) + " more";
-    ds.warnings.push_back(msg);
   }
 
   // Keeps the good images (in listing order), lists or throws for the bad ones, and counts.
   void finish() {
     warn_profiles();
+    summarize_files();
     std::vector<std::string> bad;
     for (PendingImage& p : pending) {
       if (!p.error.empty()) {
@@ -368,7 +415,7 @@ Dataset scan_dataset(const ScanOptions& options) {
     throw DatasetError("dataset.on_bad_image '" + options.on_bad_image +
                        "': expected error or skip");
   }
-  Scanner sc{options, {}, {}, {}, {}};
+  Scanner sc{options, {}, {}, {}, {}, {}, {}, {}};
   for (std::size_t d = 0; d < options.datasets.size(); ++d) {
     const DatasetConfig& dc = options.datasets[d];
     const std::string where =

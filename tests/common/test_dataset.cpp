@@ -161,7 +161,10 @@ TEST_F(DatasetScan, SubsetsImagesCaptionsAndCounts) {
   EXPECT_TRUE(has_warning(ds, "0_zero: ignored, num_repeats is 0"));
   EXPECT_TRUE(has_warning(ds, "5_empty: no usable images"));
   EXPECT_TRUE(has_warning(ds, "1 file(s) directly in the folder are ignored"));
-  EXPECT_TRUE(has_warning(ds, "a.txt: 2 non-empty lines; only the first is used"));
+  EXPECT_TRUE(has_warning(ds,
+                          "1 caption file(s) have more than one non-empty line; only the "
+                          "first is used:"));
+  EXPECT_TRUE(has_warning(ds, "a.txt (2 non-empty lines)"));
   EXPECT_FALSE(has_warning(ds, ".cache"));  // hidden folders are skipped silently
   // chelsea's and astronaut's colour profiles: one counted warning instead of libpng's lines.
   EXPECT_TRUE(has_warning(ds, "2 PNG file(s) have a colour profile (iCCP) libpng warns about"));
@@ -252,12 +255,28 @@ TEST_F(DatasetScan, BadImageFailsNamingTheFile) {
   EXPECT_NE(msg.find("on_bad_image: skip"), std::string::npos) << msg;
 }
 
-TEST_F(DatasetScan, EmptyCaptionFileWarnsAndGivesAnEmptyCaption) {
+TEST_F(DatasetScan, EmptyCaptionFilesFallBackToTheClassTokensInOneWarning) {
   const fs::path cap = dir_.path() / "train" / "1_faces" / "p.txt";
   test::write_text(cap, " \r\n");
   const Dataset ds = scan_dataset(options_);
-  EXPECT_EQ(ds.images[3].caption, "");
-  EXPECT_TRUE(has_warning(ds, cap.string() + ": caption file is empty"));
+  EXPECT_EQ(ds.images[3].caption, "faces");  // the folder's class tokens, as without the file
+  EXPECT_TRUE(has_warning(ds,
+                          "1 caption file(s) are empty; those images get their subset's "
+                          "class tokens, as without a caption file:\n  " +
+                              cap.string()));
+}
+
+TEST_F(DatasetScan, UndecodedImageFormatsAreCountedInOneWarning) {
+  const fs::path sub = dir_.path() / "train" / "1_faces";
+  for (const char* name : {"x.jxl", "y.AVIF", "z.gif", "t.tif", "h.heic", "p.psd", "q.tiff"}) {
+    test::write_text(sub / name, "not decoded");
+  }
+  test::write_text(sub / "notes.md", "not an image at all");
+  const Dataset ds = scan_dataset(options_);
+  EXPECT_EQ(ds.images.size(), 7u);  // the fixture's images only
+  EXPECT_TRUE(has_warning(ds, "7 file(s) in a format lorafleet does not decode are not used"));
+  EXPECT_TRUE(has_warning(ds, "\n  and 2 more"));  // five named, two counted
+  EXPECT_FALSE(has_warning(ds, "notes.md"));
 }
 
 TEST_F(DatasetScan, CaptionThatIsNotUtf8FailsNamingTheFile) {
