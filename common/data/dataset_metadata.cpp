@@ -68,17 +68,25 @@ json to_json(const TagCounts& counts) {
   return out;
 }
 
-// The `keep` most frequent (dir, tag) entries (ties by dir, then tag), every folder kept.
+// The `keep` entries a fair cap keeps, every folder listed: round by round, each folder's next
+// most frequent tag (ties by tag), so every folder keeps its top tags and none takes the whole
+// budget; within a round the more frequent entries first (then by dir and tag).
 TagCounts most_frequent(const TagCounts& counts, std::size_t keep) {
-  std::vector<std::tuple<long, std::string, std::string>> all;
+  // (round within its folder, -count, dir, tag)
+  std::vector<std::tuple<std::size_t, long, std::string, std::string>> all;
   for (const auto& [dir, tags] : counts) {
-    for (const auto& [tag, n] : tags) all.emplace_back(-n, dir, tag);
+    std::vector<std::pair<long, std::string>> ranked;
+    for (const auto& [tag, n] : tags) ranked.emplace_back(-n, tag);
+    std::sort(ranked.begin(), ranked.end());
+    for (std::size_t r = 0; r < ranked.size(); ++r) {
+      all.emplace_back(r, ranked[r].first, dir, ranked[r].second);
+    }
   }
   std::sort(all.begin(), all.end());
   TagCounts out;
   for (const auto& [dir, tags] : counts) out[dir];
   for (std::size_t i = 0; i < keep && i < all.size(); ++i) {
-    out[std::get<1>(all[i])][std::get<2>(all[i])] = -std::get<0>(all[i]);
+    out[std::get<2>(all[i])][std::get<3>(all[i])] = -std::get<1>(all[i]);
   }
   return out;
 }

@@ -22,8 +22,10 @@ constexpr std::size_t kTagFrequencyBudgetBytes = 8 * 1024 * 1024;
 // kohya ss_tag_frequency: {image_dir basename: {tag: images whose caption holds it}}, tags from
 // splitting each image's caption at "," (stripped, lower-cased, empty ones skipped), counted once
 // per image (not per repeat). dataset_index -1 covers every dataset. Subsets whose basenames
-// coincide share an entry (kohya keys by basename too). *truncated (if given) tells whether tags
-// were left out to fit max_bytes. Never throws except std::bad_alloc.
+// coincide share an entry (kohya keys by basename too). Over max_bytes the cap is shared fairly:
+// every folder keeps its most frequent tags, round by round, so one big folder cannot leave the
+// others empty. *truncated (if given) tells whether tags were left out to fit max_bytes. Never
+// throws except std::bad_alloc.
 std::string kohya_tag_frequency_json(const Dataset& dataset, int dataset_index,
                                      std::size_t max_bytes = kTagFrequencyBudgetBytes,
                                      bool* truncated = nullptr);

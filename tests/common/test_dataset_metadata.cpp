@@ -117,5 +117,40 @@ TEST(DatasetMetadata, TagFrequencyIsCappedKeepingTheMostFrequentTags) {
   EXPECT_FALSE(small_truncated);
 }
 
+// One folder of 20,000 images with frequent unique tags and twelve small folders: under a cap
+// every folder keeps its most frequent tags (before, the big folder's tags filled the budget
+// and the twelve others were listed empty).
+TEST(DatasetMetadata, TagFrequencyCapIsSharedFairlyAcrossFolders) {
+  Dataset ds;
+  for (int f = 0; f < 13; ++f) {
+    SubsetInfo s;
+    s.image_dir = "/data/1_f" + std::to_string(f);
+    ds.subsets.push_back(s);
+  }
+  for (int i = 0; i < 20000; ++i) {
+    ImageRecord img;
+    img.subset_index = 0;
+    img.caption = "big" + std::to_string(i % 4000);  // 4000 tags on 5 images each
+    ds.images.push_back(img);
+  }
+  for (int f = 1; f < 13; ++f) {
+    for (int i = 0; i < 2; ++i) {
+      ImageRecord img;
+      img.subset_index = f;
+      img.caption = "top" + std::to_string(f) + (i == 0 ? ", rare" + std::to_string(f) : "");
+      ds.images.push_back(img);
+    }
+  }
+  bool truncated = false;
+  const json tf = json::parse(kohya_tag_frequency_json(ds, -1, 4096, &truncated));
+  EXPECT_TRUE(truncated);
+  for (int f = 1; f < 13; ++f) {
+    const std::string dir = "1_f" + std::to_string(f);
+    EXPECT_EQ(tf[dir]["top" + std::to_string(f)], 2) << dir;   // its most frequent tag
+    EXPECT_EQ(tf[dir]["rare" + std::to_string(f)], 1) << dir;  // and its second
+  }
+  EXPECT_GT(tf["1_f0"].size(), 50u);  // the big folder takes the rest of the budget
+}
+
 }  // namespace
 }  // namespace lf

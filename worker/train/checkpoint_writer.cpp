@@ -64,7 +64,15 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
     facts.v_parameterization = config.model.v_parameterization;
     facts.clip_skip = config.training.clip_skip;
     facts.bucket_info_json = kohya_bucket_info_json(dataset, plan);
-    facts.tag_frequency_json = kohya_tag_frequency_json(dataset, -1);
+    bool capped = false;
+    facts.tag_frequency_json =
+        kohya_tag_frequency_json(dataset, -1, kTagFrequencyBudgetBytes, &capped);
+    if (capped && !tag_cap_logged) {
+      LF_WARN("ss_tag_frequency is capped at " << kTagFrequencyBudgetBytes / (1024 * 1024)
+                                               << " MiB of JSON: every folder keeps its most "
+                                                  "frequent tags, the rarer ones are left out");
+      tag_cap_logged = true;
+    }
     facts.dataset_dirs_json = kohya_dataset_dirs_json(dataset, /*reg=*/false);
     // The folder form is one dataset read from train_data_dir; anything else is a dataset
     // config (a datasets: list or a kohya TOML), described as kohya's ss_datasets.

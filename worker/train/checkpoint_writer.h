@@ -33,6 +33,7 @@ struct CheckpointWriter {
   LoRAOptimizer& optimizer;
   std::vector<std::string> param_names;
   std::string family;  // family_name() of the base model: "sd1", "sd2" or "sdxl" (LoRA metadata)
+  bool tag_cap_logged = false;  // the ss_tag_frequency cap is logged at the first save only
 
   struct Written {
     std::string checkpoint_dir;  // <output_dir>/checkpoints/step-XXXXXXXX

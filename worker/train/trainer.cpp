@@ -175,7 +175,8 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   CheckpointWriter checkpoints{
       config,       job,           s.dataset,
       comm,         coordinator,   *s.lora,
-      *s.optimizer, s.param_names, family_name(s.base.models.preset.family)};
+      *s.optimizer, s.param_names, family_name(s.base.models.preset.family),
+      false};
   SampleLog sample_log(options.sample_log, s.rank);
   SampleImages samples(config);
   const Validation validation(config, s);
