@@ -162,6 +162,18 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
 
   expect_same_lora(straight + "/e2e.safetensors", split + "/e2e.safetensors");
   EXPECT_EQ(lf::load_safetensors(split + "/e2e.safetensors").metadata.at("ss_steps"), "6");
+  // Resuming the finished run: nothing to train, and the summary names the resumed checkpoint
+  // and its own LoRA (not <output_name>.safetensors, which another run may have written).
+  RunResult done = run_job(cfg, cport, 2, "--resume " + split);
+  ASSERT_EQ(done.exit_code, 0) << done.output;
+  const std::string last = split + "/checkpoints/step-00000006";
+  EXPECT_NE(done.output.find("nothing to train: the checkpoint resumed from, " + last +
+                             ", is at global_step 6"),
+            std::string::npos)
+      << done.output;
+  EXPECT_NE(done.output.find("lorafleet: LoRA        " + last + "/lora.safetensors"),
+            std::string::npos)
+      << done.output;
 
   // network_weights: continue from the trained LoRA. With learning_rate 0 one step changes
   // nothing (AdamW's decoupled decay is lr * weight_decay), so the result must equal the file

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "common/checkpoint/checkpoint_layout.h"
 #include "common/util/elapsed.h"
 #include "common/util/log.h"
 #include "worker/dist/parameter_sync.h"
@@ -290,14 +291,17 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
     return result;
   }
   if (result.steps_run == 0) {
-    // Resumed at (or past) the end: the checkpoint and LoRA on disk are already the result.
+    // Resumed at (or past) the end: the resumed checkpoint is the result. Its own LoRA is named,
+    // not <output_name>.safetensors, which may come from another run in the same output_dir.
     if (s.rank == 0) {
-      LF_INFO("nothing to train: global_step " << state.global_step << " already reached "
-                                               << stop_at << "; outputs left as they are");
+      LF_INFO("nothing to train: the checkpoint resumed from, "
+              << s.resume_dir << ", is at global_step " << state.global_step
+              << ", which already reaches " << stop_at << "; outputs left as they are");
     }
     result.checkpoint_dir = s.resume_dir;
-    const fs::path final_lora = out_dir / (config.output.output_name + ".safetensors");
-    if (fs::exists(final_lora)) result.lora_path = final_lora.string();
+    if (!s.resume_dir.empty()) {
+      result.lora_path = (fs::path(s.resume_dir) / kCheckpointLoraFile).string();
+    }
     observer.on_end(/*finished=*/false);
     return result;
   }
