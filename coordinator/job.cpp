@@ -87,8 +87,7 @@ void validate_checkpoint_file(const std::string& path, const std::string& config
              "refused: convert it to a single-file .safetensors with the same keys first (see "
              "docs/models.md; a diffusers folder is not a single file)";
     }
-    throw std::runtime_error(config_name + ": model.pretrained_model_name_or_path: " + e.what() +
-                             hint);
+    throw ConfigError(config_name + ": model.pretrained_model_name_or_path: " + e.what() + hint);
   }
 }
 }  // namespace
@@ -127,8 +126,8 @@ CoordinatorJob::CoordinatorJob(JobConfig config, bool check_model_files)
     std::error_code ec;
     std::filesystem::create_directories(config_.output.output_dir, ec);
     if (ec) {
-      throw std::runtime_error(config_.source_name + ": output.output_dir: cannot create " +
-                               config_.output.output_dir + " (" + ec.message() + ")");
+      throw ConfigError(config_.source_name + ": output.output_dir: cannot create " +
+                        config_.output.output_dir + " (" + ec.message() + ")");
     }
   }
 }
@@ -149,16 +148,16 @@ void CoordinatorJob::check_job_files() const {
   // Fail before any worker starts loading: every rank would otherwise fail the same way.
   const std::string& ckpt = config_.model.pretrained_model_name_or_path;
   if (!std::filesystem::is_regular_file(ckpt)) {
-    throw std::runtime_error(config_.source_name + ": model.pretrained_model_name_or_path: " +
-                             ckpt + " does not exist (expected a single-file .safetensors "
-                             "checkpoint)");
+    throw ConfigError(config_.source_name + ": model.pretrained_model_name_or_path: " + ckpt +
+                      " does not exist (expected a single-file .safetensors "
+                      "checkpoint)");
   }
   validate_checkpoint_file(ckpt, config_.source_name);
   const std::string& vocab = config_.model.tokenizer_vocab;
   if (!std::filesystem::is_regular_file(vocab)) {
-    throw std::runtime_error(config_.source_name + ": model.tokenizer_vocab: " + vocab +
-                             " does not exist (expected bpe_simple_vocab_16e6.txt.gz; "
-                             "scripts/install_deps.sh fetches it)");
+    throw ConfigError(config_.source_name + ": model.tokenizer_vocab: " + vocab +
+                      " does not exist (expected bpe_simple_vocab_16e6.txt.gz; "
+                      "scripts/install_deps.sh fetches it)");
   }
 }
 

@@ -1,6 +1,7 @@
 // lorafleet-coordinator: parses flags, loads the job config (a job YAML, or a kohya training
 // --config_file TOML with an optional job YAML beside it) and hands over to run_coordinator.
-// Any error becomes one line "lorafleet-coordinator: error: <what>" and exit code 1.
+// Any error becomes one line "lorafleet-coordinator: error: <what>": exit code 3 (kExitBadInput,
+// do not retry) for a bad config, dataset or prompt file, 1 for anything else.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -11,6 +12,8 @@
 #include "common/config/job_config.h"
 #include "common/config/kohya_arg_fates.h"
 #include "common/config/kohya_training_toml.h"
+#include "common/data/dataset.h"
+#include "common/util/exit_codes.h"
 #include "common/util/log.h"
 #include "coordinator/inspect.h"
 #include "coordinator/server.h"
@@ -100,6 +103,12 @@ int main(int argc, char** argv) {
     options.service.registration_timeout =
         std::chrono::milliseconds(static_cast<long long>(registration_timeout * 1000.0));
     return lf::run_coordinator(config, options);
+  } catch (const lf::ConfigError& e) {
+    std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
+    return lf::kExitBadInput;  // restarting with the same input fails the same way
+  } catch (const lf::DatasetError& e) {
+    std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
+    return lf::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
     return 1;

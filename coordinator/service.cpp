@@ -873,10 +873,11 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
     // Bad input before the group formed (a rank's exit 3 while the others wait in Register):
     // the group can never form with it, so the job ends now instead of at the rendezvous
     // timeout.
-    finish_job(1, "rank " + std::to_string(rank) +
-                      " stopped on bad input before its group formed (exit 3; a restart would "
-                      "fail the same way): " +
-                      request->error());
+    finish_job(kExitBadInput,
+               "rank " + std::to_string(rank) +
+                   " stopped on bad input before its group formed (exit 3; a restart would "
+                   "fail the same way): " +
+                   request->error());
     return grpc::Status::OK;
   }
   if (grpc::Status st = check_generation(g, rank, "Finish"); !st.ok()) return st;
@@ -904,8 +905,9 @@ grpc::Status CoordinatorService::Finish(grpc::ServerContext* context,
     // ends now, recorded as done like a group that never re-forms: the fixed config (another
     // job id) then starts without removing the state, and the checkpoints stay for --resume.
     finish_job(
-        1, "rank " + std::to_string(rank) + " (host " + s.hostname +
-               ") stopped on bad input (exit 3; a restart would fail the same way): " + s.error);
+        kExitBadInput,
+        "rank " + std::to_string(rank) + " (host " + s.hostname +
+            ") stopped on bad input (exit 3; a restart would fail the same way): " + s.error);
   } else if (!s.ok) {
     // A failing worker may not know its step (it reports 0): use the last one it reported.
     LF_ERROR("rank " << rank << " (" << s.hostname << ") failed at global_step "

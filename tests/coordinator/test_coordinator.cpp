@@ -830,7 +830,7 @@ TEST_F(CoordinatorTest, BadInputBeforeTheGroupFormsEndsTheJobAtOnce) {
   set_deadline(&ctx, 10);
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(stub->Finish(&ctx, req, &ack).ok());
-  EXPECT_EQ(server.wait_for(std::chrono::seconds(5)), std::optional<int>(1));
+  EXPECT_EQ(server.wait_for(std::chrono::seconds(5)), std::optional<int>(3));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(server.service().end_reason(),
             "rank 1 stopped on bad input before its group formed (exit 3; a restart would fail "
@@ -1379,7 +1379,7 @@ TEST_F(CoordinatorTest, BinaryInspectsAKohyaTrainingToml) {
   const std::string missing = "missing_prompts_" + std::to_string(::getpid()) + ".txt";
   std::ofstream(toml, std::ios::app) << "sample_prompts = \"" << missing << "\"\n";
   const auto [brc, bout] = run_command(bin + " --config_file " + toml + " --inspect");
-  EXPECT_EQ(brc, 1);
+  EXPECT_EQ(brc, 3);
   EXPECT_NE(bout.find("lorafleet-coordinator: error: " + toml +
                       " (as job YAML): "
                       "output.sample_prompts: " +
@@ -1389,11 +1389,11 @@ TEST_F(CoordinatorTest, BinaryInspectsAKohyaTrainingToml) {
       << bout;
 }
 
-TEST(CoordinatorBinary, BadConfigIsOneLineErrorAndExitOne) {
+TEST(CoordinatorBinary, BadConfigIsOneLineErrorAndExitThree) {
   const std::string bin = LF_BINARY_DIR "/coordinator/lorafleet-coordinator";
   if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built";
   const auto [rc, out] = run_command(bin + " --config /nonexistent/job.yaml");
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 3);  // kExitBadInput: a supervisor must not retry it
   EXPECT_EQ(out.rfind("lorafleet-coordinator: error: /nonexistent/job.yaml", 0), 0u) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }

@@ -518,7 +518,7 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   std::string cfg = write_config("missing.yaml", (dir_ / "o1").string(), 2, 0, cport, mport, 0);
   fs::rename(dir_ / "train", dir_ / "train_moved");
   RunResult c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg);
-  EXPECT_NE(c.exit_code, 0);
+  EXPECT_EQ(c.exit_code, 3) << c.output;  // bad input: not worth a restart
   EXPECT_NE(c.output.find((dir_ / "train").string()), std::string::npos) << c.output;
   fs::rename(dir_ / "train_moved", dir_ / "train");
 
@@ -526,7 +526,7 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   const fs::path bad = dir_ / "train/2_photo/broken.png";
   { std::ofstream(bad) << "not an image"; }
   c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg);
-  EXPECT_NE(c.exit_code, 0);
+  EXPECT_EQ(c.exit_code, 3) << c.output;  // bad input: not worth a restart
   EXPECT_NE(c.output.find(bad.string()), std::string::npos) << c.output;
   fs::remove(bad);
 
@@ -534,7 +534,7 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   std::string cfg2 = write_config("nockpt.yaml", (dir_ / "o2").string(), 2, 0, cport, mport, 0);
   fs::rename(checkpoint_, checkpoint_ + ".moved");
   c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg2);
-  EXPECT_NE(c.exit_code, 0);
+  EXPECT_EQ(c.exit_code, 3) << c.output;  // bad input: not worth a restart
   EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;
   // A PyTorch pickle (torch.save writes a zip archive) in its place: refused before training,
   // recognised by content, with a hint to convert it.
@@ -543,7 +543,7 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
                                                     "archive/data.pkl";
   }
   c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg2);
-  EXPECT_NE(c.exit_code, 0);
+  EXPECT_EQ(c.exit_code, 3) << c.output;  // bad input: not worth a restart
   EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;
   EXPECT_NE(c.output.find("pickle"), std::string::npos) << c.output;
   fs::rename(checkpoint_ + ".moved", checkpoint_);
