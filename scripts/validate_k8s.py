@@ -477,9 +477,21 @@ class Checker:
                 self.err(where, "Worker.replicas must be cluster.world_size")
             if (spec.get("runPolicy") or {}).get("backoffLimit") != cl.get("max_restarts"):
                 self.err(where, "runPolicy.backoffLimit must be cluster.max_restarts")
+            if la.get("restartPolicy") != "ExitCode":
+                self.err(where, "Launcher.restartPolicy must be ExitCode (exit 3 is final)")
             lspec = (la.get("template") or {}).get("spec") or {}
             lc = self.container(where, lspec, "launcher")
             cmd = (lc.get("command") or []) + (lc.get("args") or [])
+            # lorafleet-launch --max-restarts N -- mpirun ...: it restarts mpirun, not on exit 3.
+            if not cmd or cmd[0] != "lorafleet-launch" or "--" not in cmd:
+                self.err(where, "the launcher must run lorafleet-launch ... -- mpirun")
+                cmd = []
+            else:
+                sup = cmd[:cmd.index("--")]
+                if "--max-restarts" not in sup or str(
+                        sup[sup.index("--max-restarts") + 1]) != str(cl.get("max_restarts")):
+                    self.err(where, "lorafleet-launch --max-restarts must be cluster.max_restarts")
+                cmd = cmd[cmd.index("--") + 1:]
             if not cmd or cmd[0] != "mpirun":
                 self.err(where, "the launcher must run mpirun")
             elif "-np" not in cmd or str(cmd[cmd.index("-np") + 1]) != str(cl.get("world_size")):
