@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -71,14 +70,7 @@ CoordinatorService::CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& 
     ranks_.assign(world_size_, RankState{});
     metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
   }
-  if (store_ != nullptr && store_->resumed()) {
-    const StoredJob stored = store_->load();
-    if (!stored.done) {
-      restore(stored);
-    } else if (!restore_finished(stored)) {
-      store_->start_fresh_record();  // stopped or failed before its end: run it again
-    }
-  }
+  if (store_ != nullptr && store_->resumed()) restore(store_->load());
   update_membership_metrics(Clock::now());
   ticker_ = std::thread([this] { tick_loop(); });
 }
@@ -91,33 +83,6 @@ CoordinatorService::~CoordinatorService() {
   }
   cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
-}
-
-bool CoordinatorService::restore_finished(const StoredJob& stored) {
-  if (stored.exit_code != 0 || stored.world_size <= 0) return false;
-  if (world_size_fixed_ && stored.world_size != world_size_) return false;
-  const JobSchedule s = job_.set_world_size(stored.world_size);
-  if (stored.last_committed_step < s.max_train_steps) return false;  // stopped early
-  world_size_ = stored.world_size;
-  ranks_.assign(world_size_, RankState{});
-  metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
-  generation_ = stored.generation;
-  restarts_ = stored.restarts;
-  last_committed_step_ = stored.last_committed_step;
-  last_committed_path_ = stored.last_committed_path;
-  metrics_.checkpoint_committed(last_committed_step_);
-  const double unknown = std::numeric_limits<double>::quiet_NaN();  // loss, lr: not stored
-  metrics_.set_progress(last_committed_step_, s.num_epochs, unknown, unknown, 0.0);
-  done_ = true;
-  exit_code_ = 0;
-  end_reason_ = "the job had already finished (" + stored.done_reason + "); final checkpoint " +
-                last_committed_path_ + " at global_step " + std::to_string(last_committed_step_);
-  LF_INFO("coordinator state " << store_->path() << ": " << end_reason_
-                               << "; nothing to wait for (another output_dir or a changed "
-                                  "config starts a new job)");
-  if (control_ != nullptr) control_->job_ended();
-  cv_.notify_all();
-  return true;
 }
 
 void CoordinatorService::restore(const StoredJob& stored) {

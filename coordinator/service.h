@@ -176,10 +176,6 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // refused, and the next generation must register within rendezvous_timeout.
   void end_generation(const std::string& cause, const std::string& detail, Clock::time_point now);
   void restore(const StoredJob& stored);
-  // A finished job's record (exit 0, its final checkpoint at max_train_steps): the service
-  // starts done, reporting it (status, metrics, exit 0) instead of waiting for workers. false
-  // (nothing changed) for a job that failed or was stopped before its end.
-  bool restore_finished(const StoredJob& stored);
   // Runs a StateStore write; a failure is logged (the job goes on without durability for it).
   template <class Fn>
   void persist(const char* what, Fn&& fn);

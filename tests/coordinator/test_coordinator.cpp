@@ -1333,42 +1333,6 @@ TEST_F(CoordinatorTest, RestartedCoordinatorRestoresTheRunningGeneration) {
   EXPECT_EQ(third.service().last_committed_step(), -1);
 }
 
-// A coordinator restarted after its job finished (final checkpoint at max_train_steps, exit 0)
-// reports the job finished at once, with its checkpoint, instead of waiting for workers that
-// will never come (a Deployment restarting its pod, an operator rerunning the command).
-TEST_F(CoordinatorTest, FinishedJobStaysFinishedAcrossARestart) {
-  CoordinatorOptions o = fast_options();
-  o.metrics_address = "";
-  const JobConfig cfg = config();  // max_train_steps 10
-  {
-    CoordinatorServer first(cfg, o);
-    first.start();
-    auto stub = stub_for(first.address());
-    form_generation(first.address(), 2, "", 1);
-    bool committed = false;
-    ASSERT_TRUE(do_commit(*stub, 0, 1, 10, &committed).ok());
-    ASSERT_TRUE(do_commit(*stub, 1, 1, 10, &committed).ok());
-    ASSERT_TRUE(committed);
-    for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_finish(*stub, r, 10, true, "", 1).ok());
-    ASSERT_EQ(first.wait_for(std::chrono::seconds(5)), std::optional<int>(0));
-    first.shutdown();
-  }
-  CoordinatorServer again(cfg, o);
-  again.start();
-  EXPECT_EQ(again.wait_for(std::chrono::seconds(1)), std::optional<int>(0));
-  EXPECT_EQ(again.service().last_committed_step(), 10);
-  EXPECT_EQ(again.service().generation(), 1u);
-  EXPECT_EQ(again.service().end_reason().rfind("the job had already finished (all 2 ranks of "
-                                               "generation 1 finished); final checkpoint ",
-                                               0),
-            0u)
-      << again.service().end_reason();
-  EXPECT_DOUBLE_EQ(metric_value(again.metrics().serialize(), "lorafleet_global_step"), 10.0);
-  // A Register finds the job over instead of waiting.
-  pb::RegisterResponse r;
-  EXPECT_FALSE(do_register(*stub_for(again.address()), 0, 2, &r, 5).ok());
-}
-
 // kohya's training TOML as the job (--config_file), lorafleet's own keys in --config: --inspect
 // plans what the equivalent job YAML plans, and a refused argument is one error line.
 TEST_F(CoordinatorTest, BinaryInspectsAKohyaTrainingToml) {
