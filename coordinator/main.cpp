@@ -103,14 +103,11 @@ int main(int argc, char** argv) {
     options.service.registration_timeout =
         std::chrono::milliseconds(static_cast<long long>(registration_timeout * 1000.0));
     return lf::run_coordinator(config, options);
-  } catch (const lf::ConfigError& e) {
-    std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
-    return lf::kExitBadInput;  // restarting with the same input fails the same way
-  } catch (const lf::DatasetError& e) {
-    std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
-    return lf::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "lorafleet-coordinator: error: " << e.what() << std::endl;
-    return 1;
+    // Bad input: restarting with the same input fails the same way.
+    const bool bad_input = dynamic_cast<const lf::ConfigError*>(&e) != nullptr ||
+                           dynamic_cast<const lf::DatasetError*>(&e) != nullptr;
+    return bad_input ? lf::kExitBadInput : 1;
   }
 }

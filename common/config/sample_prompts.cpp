@@ -247,9 +247,11 @@ struct JsonGet {
     }
     // 128.0 is an integer to Python's int() and to the TOML reader; 128.5 is not. Only values
     // an int64 holds (|v| < 2^63) convert.
-    const double v = j[k].is_number_float() ? j[k].get<double>() : 0.5;
-    if (std::floor(v) == v && std::fabs(v) < 9223372036854775808.0) {
-      return static_cast<std::int64_t>(v);
+    if (j[k].is_number_float()) {
+      const double v = j[k].get<double>();
+      if (std::floor(v) == v && std::fabs(v) < 9223372036854775808.0) {
+        return static_cast<std::int64_t>(v);
+      }
     }
     throw error_at(where, "'" + k + "' expects an integer");
   }

@@ -42,18 +42,22 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Hidden files (".DS_Store") and macOS AppleDouble files ("._IMG_1.JPG") are never images.
+// The lower-case extension of a file that may be an image; "" for hidden files (".DS_Store")
+// and macOS AppleDouble files ("._IMG_1.JPG"), which are never images.
+std::string image_extension(const std::string& filename) {
+  if (filename.empty() || filename[0] == '.') return "";
+  return lower(fs::path(filename).extension().string());
+}
+
 bool is_image_name(const std::string& filename) {
-  if (filename.empty() || filename[0] == '.') return false;
-  const std::string ext = lower(fs::path(filename).extension().string());
+  const std::string ext = image_extension(filename);
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".webp" || ext == ".bmp";
 }
 
 // Image formats lorafleet does not decode (OpenCV 4.6 here reads png, jpg, webp and bmp): their
 // files are counted in one warning instead of being skipped in silence.
 bool is_undecoded_image_name(const std::string& filename) {
-  if (filename.empty() || filename[0] == '.') return false;
-  const std::string ext = lower(fs::path(filename).extension().string());
+  const std::string ext = image_extension(filename);
   for (const char* e : {".jxl", ".avif", ".gif", ".tif", ".tiff", ".heic", ".heif", ".jp2", ".j2k",
                         ".psd", ".ico", ".tga", ".exr", ".hdr", ".svg", ".dng", ".raw"}) {
     if (ext == e) return true;
