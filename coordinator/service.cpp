@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -70,7 +71,14 @@ CoordinatorService::CoordinatorService(CoordinatorJob& job, CoordinatorMetrics& 
     ranks_.assign(world_size_, RankState{});
     metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
   }
-  if (store_ != nullptr && store_->resumed()) restore(store_->load());
+  if (store_ != nullptr && store_->resumed()) {
+    const StoredJob stored = store_->load();
+    if (!stored.done) {
+      restore(stored);
+    } else if (!restore_finished(stored)) {
+      store_->start_fresh_record();  // failed, cancelled or stopped before its end: run it again
+    }
+  }
   update_membership_metrics(Clock::now());
   ticker_ = std::thread([this] { tick_loop(); });
 }
@@ -185,6 +193,37 @@ void CoordinatorService::restore(const StoredJob& stored) {
   LF_INFO("restored job state from " << path << ": generation " << generation_ << ", world_size "
                                      << world_size_ << ", last committed step "
                                      << last_committed_step_);
+}
+
+bool CoordinatorService::restore_finished(const StoredJob& stored) {
+  if (world_size_fixed_ && stored.world_size != world_size_) return false;
+  const JobSchedule s = job_.set_world_size(stored.world_size);
+  if (!world_size_fixed_) job_.clear_world_size();
+  finished_before_ = finished_job_of(stored, s.max_train_steps);
+  if (!finished_before_) return false;
+  metrics_.set_job(s.world_size, s.max_train_steps, s.num_epochs);
+  last_committed_step_ = finished_before_->global_step;
+  last_committed_path_ = finished_before_->checkpoint;
+  metrics_.checkpoint_committed(last_committed_step_);
+  const double unknown = std::numeric_limits<double>::quiet_NaN();  // loss, lr: not stored
+  metrics_.set_progress(last_committed_step_, 0, unknown, unknown, 0.0);
+  rendezvous_deadline_ = Clock::now() + options_.rendezvous_timeout;
+  LF_INFO("coordinator state " << store_->path() << ": " << describe(*finished_before_)
+                               << "; exiting 0 unless a group registers within "
+                               << seconds_text(options_.rendezvous_timeout)
+                               << " (cluster.rendezvous_timeout_seconds), e.g. to --resume "
+                                  "an older checkpoint");
+  return true;
+}
+
+void CoordinatorService::leave_finished_record() {
+  LF_INFO("a group registers on the finished job: starting a fresh job record in "
+          << store_->path() << " (the checkpoints stay for --resume)");
+  finished_before_.reset();
+  last_committed_step_ = -1;
+  last_committed_path_.clear();
+  rendezvous_deadline_.reset();
+  persist("a fresh job record", [](StateStore& st) { st.start_fresh_record(); });
 }
 
 // ---- helpers (mutex_ held) ---------------------------------------------------------------
@@ -514,6 +553,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
             "Register: rank " + std::to_string(rank) + " is outside [0, world_size " +
                 std::to_string(requested_ws) + ")"};
   }
+  if (finished_before_) leave_finished_record();
   if (world_size_ == 0) {
     try {
       const JobSchedule s = job_.set_world_size(requested_ws);
@@ -1034,6 +1074,14 @@ void CoordinatorService::tick_loop() {
         }
       }
     } else if (rendezvous_deadline_ && now >= *rendezvous_deadline_) {
+      if (finished_before_) {
+        finish_job(0,
+                   describe(*finished_before_) + "; no group registered within " +
+                       seconds_text(options_.rendezvous_timeout) +
+                       " (cluster.rendezvous_timeout_seconds)",
+                   /*durable=*/false);  // the record stays as the job's own end left it
+        continue;
+      }
       std::string missing;
       for (std::size_t r = 0; r < ranks_.size(); ++r) {
         if (!ranks_[r].registered) missing += (missing.empty() ? "" : ", ") + std::to_string(r);

@@ -25,6 +25,7 @@
 
 #include "coordinator/auth.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/finished_job.h"
 #include "coordinator/job.h"
 #include "coordinator/operator_control.h"
 #include "coordinator/progress_history.h"
@@ -176,6 +177,13 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // refused, and the next generation must register within rendezvous_timeout.
   void end_generation(const std::string& cause, const std::string& detail, Clock::time_point now);
   void restore(const StoredJob& stored);
+  // A finished job's record (finished_job.h): the service reports it (status, metrics) and ends
+  // with exit 0 unless a group registers within rendezvous_timeout (a --resume of an older
+  // checkpoint, or the job run again), which starts a fresh record. false (nothing changed)
+  // for a record that is not a finished job.
+  bool restore_finished(const StoredJob& stored);
+  // The first Register after restore_finished: the job is run again on a fresh record.
+  void leave_finished_record();
   // Runs a StateStore write; a failure is logged (the job goes on without durability for it).
   template <class Fn>
   void persist(const char* what, Fn&& fn);
@@ -240,6 +248,8 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // What the current generation resumes from (nullopt: fresh), and why it cannot start.
   std::optional<CheckpointPosition> group_resume_;
   grpc::Status group_resume_status_;
+  // Set while the state recorded a finished job and no group has registered since.
+  std::optional<FinishedJob> finished_before_;
   bool done_ = false;
   bool shutting_down_ = false;
   bool stop_ticker_ = false;

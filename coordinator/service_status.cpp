@@ -99,7 +99,14 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
   out->set_validation_loss(validation_loss_);
   out->set_validation_step(validation_step_);
 
-  if (done_) {
+  if (finished_before_ && !done_) {
+    // A restarted coordinator on a finished job (restore_finished): no rank has reported.
+    out->set_world_size(finished_before_->world_size);
+    out->set_max_train_steps(finished_before_->max_train_steps);
+    out->set_global_step(finished_before_->global_step);
+    out->set_state("done");
+    out->set_end_reason(describe(*finished_before_));
+  } else if (done_) {
     out->set_exit_code(exit_code_);
     out->set_end_reason(end_reason_);
     out->set_state(any_cancelled || requests.cancel ? "cancelled"

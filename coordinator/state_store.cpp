@@ -211,22 +211,12 @@ StateStore::StateStore(const std::string& path, const std::string& job_id) : pat
               "...) that has not finished; use another output.output_dir, or remove the file "
               "to abandon that job");
         }
-        if (!done) fresh = false;
-        if (done) {
-          LF_INFO("coordinator state " << path_
-                                       << ": the previous job there finished; "
-                                          "starting a fresh job record");
-        }
+        // The same job, finished or not, is kept for load(): the service decides whether a
+        // finished one stays finished (start_fresh_record otherwise). Another job's finished
+        // record gives way to this one.
+        if (stored_id == job_id) fresh = false;
       }
-      if (fresh) {
-        for (const char* t :
-             {"job", "ranks", "progress", "epoch_plans", "pending_checkpoints", "restarts"}) {
-          exec((std::string("DELETE FROM ") + t).c_str());
-        }
-        Stmt(db_, "INSERT INTO job (id, job_id, created_unix) VALUES (1, ?, strftime('%s'))")
-            .bind(1, job_id)
-            .run();
-      }
+      if (fresh) reset_record(job_id);
       resumed_ = !fresh;
     });
   } catch (...) {
@@ -234,6 +224,28 @@ StateStore::StateStore(const std::string& path, const std::string& job_id) : pat
     db_ = nullptr;
     throw;
   }
+}
+
+void StateStore::reset_record(const std::string& job_id) {
+  for (const char* t :
+       {"job", "ranks", "progress", "epoch_plans", "pending_checkpoints", "restarts"}) {
+    exec((std::string("DELETE FROM ") + t).c_str());
+  }
+  Stmt(db_, "INSERT INTO job (id, job_id, created_unix) VALUES (1, ?, strftime('%s'))")
+      .bind(1, job_id)
+      .run();
+}
+
+void StateStore::start_fresh_record() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string job_id;
+  transaction([&] {
+    Stmt job(db_, "SELECT job_id FROM job WHERE id = 1");
+    if (!job.step()) fail("no job record");
+    job_id = job.text(0);
+    reset_record(job_id);
+  });
+  resumed_ = false;
 }
 
 StateStore::~StateStore() {
@@ -246,8 +258,8 @@ StoredJob StateStore::load() const {
   try {
     Stmt job(db_,
              "SELECT job_id, world_size, generation, generation_state, end_cause, end_detail, "
-             "assignment, last_committed_step, last_committed_path, done, exit_code "
-             "FROM job WHERE id = 1");
+             "assignment, last_committed_step, last_committed_path, done, exit_code, "
+             "done_reason FROM job WHERE id = 1");
     if (!job.step()) fail("no job record");
     j.job_id = job.text(0);
     j.world_size = static_cast<int>(job.i64(1));
@@ -260,6 +272,7 @@ StoredJob StateStore::load() const {
     j.last_committed_path = job.text(8);
     j.done = job.i64(9) != 0;
     j.exit_code = static_cast<int>(job.i64(10));
+    j.done_reason = job.text(11);
 
     Stmt ranks(db_,
                "SELECT rank, hostname, pid, device, metrics_port, finished, ok, preempted "

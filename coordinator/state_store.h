@@ -67,6 +67,7 @@ struct StoredJob {
   std::map<std::string, std::int64_t> restarts;  // cause label -> count
   bool done = false;
   int exit_code = 0;
+  std::string done_reason;  // done: why the job ended (record_job_done)
 };
 
 class StateStore {
@@ -78,9 +79,11 @@ class StateStore {
   static std::string job_id_for(const std::string& config_text, std::uint64_t seed);
 
   // Opens (creating it and its directory when missing) the database at `path` for job `job_id`.
-  // A database of the same unfinished job is kept for load(); one whose job finished (any exit
-  // code) is reset to a fresh record. Throws std::runtime_error naming `path` when the file holds
-  // another job that has not finished, has another schema version, or cannot be opened/written.
+  // A database of the same job is kept for load(), finished or not (the service then keeps a
+  // finished job finished, or calls start_fresh_record); one of another job that finished (any
+  // exit code) is reset to a fresh record. Throws std::runtime_error naming `path` when the file
+  // holds another job that has not finished, has another schema version, or cannot be
+  // opened/written.
   StateStore(const std::string& path, const std::string& job_id);
   ~StateStore();
   StateStore(const StateStore&) = delete;
@@ -89,6 +92,8 @@ class StateStore {
   const std::string& path() const { return path_; }
   // Whether the constructor found state of this job to restore (not a fresh record).
   bool resumed() const { return resumed_; }
+  // Replaces the kept record by a fresh one of the same job (a finished job run again).
+  void start_fresh_record();
 
   // The whole stored state. Throws std::runtime_error naming the path on SQLite errors.
   StoredJob load() const;
@@ -117,6 +122,7 @@ class StateStore {
   template <class Fn>
   void transaction(Fn&& fn) const;
   void exec(const char* sql) const;  // mutex_ held
+  void reset_record(const std::string& job_id);  // mutex_ held, inside a transaction
   [[noreturn]] void fail(const std::string& what) const;
 
   std::string path_;

@@ -1333,6 +1333,66 @@ TEST_F(CoordinatorTest, RestartedCoordinatorRestoresTheRunningGeneration) {
   EXPECT_EQ(third.service().last_committed_step(), -1);
 }
 
+// A coordinator restarted after its job finished (final checkpoint at max_train_steps, exit 0)
+// reports the job finished (status, metrics) and ends with exit 0 when no group registers within
+// the rendezvous timeout (a Deployment restarting its pod), instead of waiting for workers that
+// will never come. A group that does register (a --resume of an older checkpoint, or the job
+// run again) trains on a fresh record.
+TEST_F(CoordinatorTest, FinishedJobIsReportedFinishedAfterARestart) {
+  CoordinatorOptions o = fast_options();  // rendezvous_timeout 1 s
+  o.metrics_address = "";
+  const JobConfig cfg = config();  // max_train_steps 10
+  auto finish_a_generation = [&](CoordinatorServer& server) {
+    auto stub = stub_for(server.address());
+    form_generation(server.address(), 2, "", 1);
+    bool committed = false;
+    ASSERT_TRUE(do_commit(*stub, 0, 1, 10, &committed).ok());
+    ASSERT_TRUE(do_commit(*stub, 1, 1, 10, &committed).ok());
+    ASSERT_TRUE(committed);
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(do_finish(*stub, r, 10, true, "", 1).ok());
+    ASSERT_EQ(server.wait_for(std::chrono::seconds(5)), std::optional<int>(0));
+    server.shutdown();
+  };
+  {
+    CoordinatorServer first(cfg, o);
+    first.start();
+    finish_a_generation(first);
+  }
+  std::string final_checkpoint;
+  {
+    CoordinatorServer again(cfg, o);
+    again.start();
+    pb::JobStatus st;
+    again.service().fill_status(&st);
+    EXPECT_EQ(st.state(), "done");
+    EXPECT_EQ(st.global_step(), 10);
+    EXPECT_EQ(st.max_train_steps(), 10);
+    EXPECT_EQ(st.world_size(), 2);
+    EXPECT_EQ(st.last_committed_step(), 10);
+    final_checkpoint = st.last_committed_checkpoint();
+    EXPECT_FALSE(final_checkpoint.empty());
+    EXPECT_EQ(st.end_reason(),
+              "the job had already finished (all 2 ranks of generation 1 "
+              "finished); final checkpoint " +
+                  final_checkpoint + " at global_step 10");
+    EXPECT_DOUBLE_EQ(metric_value(again.metrics().serialize(), "lorafleet_global_step"), 10.0);
+    // No group within the 1 s rendezvous timeout: exit 0, naming the final checkpoint.
+    EXPECT_EQ(again.wait_for(std::chrono::seconds(5)), std::optional<int>(0));
+    EXPECT_EQ(again.service().end_reason(), st.end_reason() +
+                                                "; no group registered within 1 s "
+                                                "(cluster.rendezvous_timeout_seconds)");
+    again.shutdown();
+  }
+  // The record stays finished; this time a group registers: a fresh record that trains.
+  CoordinatorServer third(cfg, o);
+  third.start();
+  EXPECT_EQ(third.service().last_committed_step(), 10);
+  finish_a_generation(third);
+  EXPECT_EQ(third.service().generation(), 1u);
+  EXPECT_EQ(third.service().end_reason().rfind("all 2 ranks of generation 1 finished", 0), 0u)
+      << third.service().end_reason();
+}
+
 // kohya's training TOML as the job (--config_file), lorafleet's own keys in --config: --inspect
 // plans what the equivalent job YAML plans, and a refused argument is one error line.
 TEST_F(CoordinatorTest, BinaryInspectsAKohyaTrainingToml) {
