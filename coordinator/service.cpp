@@ -6,12 +6,15 @@
 #include "coordinator/service.h"
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
 
+#include "common/checkpoint/abandoned_checkpoints.h"
+#include "common/checkpoint/checkpoint_layout.h"
 #include "common/data/epoch_plan.h"
 #include "common/util/exit_codes.h"
 #include "common/util/log.h"
@@ -456,6 +459,37 @@ void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* 
   response->set_rank(rank);
 }
 
+std::string CoordinatorService::group_resume_request(const std::string& request) const {
+  if (request.empty() || request == "auto") return request;
+  int restart_count = 0;
+  for (const RankState& r : ranks_) restart_count = std::max(restart_count, r.restart_count);
+  if (restart_count == 0) return request;
+  const std::string root =
+      (std::filesystem::path(job_.config().output.output_dir) / "checkpoints").string();
+  const std::optional<CommittedCheckpoint> newest = find_latest_committed(root);
+  if (!newest) return request;
+  LF_INFO("--resume " << request
+                      << " is the command line of the group's first start, repeated by "
+                         "its supervisor (restart "
+                      << restart_count
+                      << "): continuing from the "
+                         "newest committed checkpoint "
+                      << newest->dir << " instead");
+  return "auto";
+}
+
+void CoordinatorService::set_aside_abandoned_branch(const CheckpointPosition& pos) const {
+  const std::string root =
+      (std::filesystem::path(job_.config().output.output_dir) / "checkpoints").string();
+  const std::optional<AbandonedCheckpoints> moved =
+      set_aside_abandoned_checkpoints(root, pos.global_step, std::time(nullptr));
+  if (!moved) return;
+  LF_WARN("--resume " << pos.dir << " (global_step " << pos.global_step << ") abandons the "
+                      << moved->steps.size() << " newer checkpoint(s) of " << root << " (steps "
+                      << moved->steps.front() << ".." << moved->steps.back() << "): moved to "
+                      << moved->folder << ", not deleted; --resume auto no longer picks them");
+}
+
 grpc::Status CoordinatorService::plan_group_resume() {
   group_resume_.reset();
   // Every rank must have asked for the same thing: one answer is planned for the group.
@@ -474,7 +508,7 @@ grpc::Status CoordinatorService::plan_group_resume() {
             "the ranks asked to resume from different checkpoints (" + detail +
                 "); start every rank with the same --resume"};
   }
-  const std::string request = ranks_by_request.begin()->first;
+  const std::string request = group_resume_request(ranks_by_request.begin()->first);
   try {
     std::optional<CheckpointPosition> pos =
         resolve_resume_request(request, job_.config().output.output_dir);
@@ -508,6 +542,7 @@ grpc::Status CoordinatorService::plan_group_resume() {
       r.epoch = pos->epoch;
       r.batches_in_epoch = pos->step_in_epoch;
       if (pos->step_in_epoch > 0) r.lineage = pos->plan_lineage;
+      if (request != "auto") set_aside_abandoned_branch(*pos);
       s = job_.set_world_size(world_size_);
       s = job_.set_resume(r);
       LF_INFO("the group resumes from " << pos->dir << " (written by " << pos->world_size
@@ -619,6 +654,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   me.rendezvous_address = request->rendezvous_address();
   me.nccl_unique_id = request->nccl_unique_id();
   me.resume_request = request->resume_point().checkpoint();
+  me.restart_count = request->restart_count();
   me.last_seen = now;
   const std::uint64_t my_id = me.registration_id;
   const int registered = count_registered();

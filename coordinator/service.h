@@ -163,6 +163,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
     double samples_per_second = 0.0;
     double step_seconds = 0.0;   // the last step's wall time, for the ETA
     std::string resume_request;  // RegisterRequest.resume_point.checkpoint: "", "auto" or a path
+    int restart_count = 0;       // RegisterRequest.restart_count (lorafleet-launch's restarts)
   };
 
   // All helpers below require mutex_ held.
@@ -202,6 +203,13 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // group_resume_; on failure returns FAILED_PRECONDITION (ranks asking different things, a
   // missing or foreign checkpoint, a changed plan) and the job cannot start.
   grpc::Status plan_group_resume();
+  // The group's one --resume request. An explicit path repeated by a supervisor's restart
+  // (restart_count > 0: lorafleet-launch runs the command line it first ran) reads as "auto"
+  // when a committed checkpoint exists, so a restart continues where the job stands.
+  std::string group_resume_request(const std::string& request) const;
+  // After an explicit --resume of `pos`: the newer checkpoints of the abandoned branch are
+  // moved aside (common/checkpoint/abandoned_checkpoints.h). Throws std::runtime_error.
+  void set_aside_abandoned_branch(const CheckpointPosition& pos) const;
   void tick_loop();
   // An operator's cancel reached the ranks (or timed out): ends the job with kExitCancelled.
   void finish_cancelled(const std::string& how);

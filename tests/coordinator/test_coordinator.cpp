@@ -538,6 +538,85 @@ TEST_F(CoordinatorTest, ResumeRequestResolution) {
   EXPECT_THROW(resolve_resume_request((out / "empty").string(), ""), std::runtime_error);
 }
 
+// Forms a generation of `world_size` ranks that all send `--resume resume` and the
+// supervisor's `restart_count`; returns rank 0's answer.
+pb::RegisterResponse form_resumed_generation(const std::string& address, int world_size,
+                                             const std::string& resume, int restart_count) {
+  std::vector<pb::RegisterResponse> resp(world_size);
+  std::vector<grpc::Status> st(world_size);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world_size; ++r) {
+    ranks.emplace_back([&, r] {
+      auto stub = stub_for(address);
+      pb::RegisterRequest req;
+      req.set_rank(r);
+      req.set_world_size(world_size);
+      req.mutable_resume_point()->set_checkpoint(resume);
+      req.set_restart_count(restart_count);
+      grpc::ClientContext ctx;
+      set_deadline(&ctx, 20);
+      st[r] = stub->Register(&ctx, req, &resp[r]);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world_size; ++r) EXPECT_TRUE(st[r].ok()) << st[r].error_message();
+  return resp[0];
+}
+
+// An explicit --resume of an older checkpoint moves the newer checkpoints of the branch it
+// abandons to checkpoints/abandoned-<time>/, never deleting them, so --resume auto cannot pick
+// them. The same --resume repeated by a supervisor's restart (restart_count > 0) continues from
+// the newest committed checkpoint instead of going back.
+TEST_F(CoordinatorTest, ExplicitResumeOfAnOlderCheckpointSetsTheNewerOnesAside) {
+  const fs::path ckpts = *root_ / "out" / "checkpoints";
+  fs::remove_all(ckpts);
+  auto meta = [](int step) {
+    auto m = state_meta(step, 0, step, 2, "2:" + std::to_string(step));
+    m["plan_digest"] = "";  // no plan check: the fake checkpoints hold no real plan
+    return m;
+  };
+  for (int step : {2, 4, 5}) write_fake_checkpoint(ckpts / checkpoint_dir_name(step), meta(step));
+  const std::string step2 = (ckpts / "step-00000002").string();
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  o.state_path = "";  // each server a new job record
+  {
+    CoordinatorServer server(config(), o);
+    server.start();
+    // A supervisor's restart of a group first started with --resume step-2: the newest.
+    const pb::RegisterResponse r = form_resumed_generation(server.address(), 2, step2, 1);
+    EXPECT_EQ(r.resume_point().global_step(), 5);
+    EXPECT_TRUE(fs::exists(ckpts / "step-00000005"));
+    server.shutdown();
+  }
+  {
+    CoordinatorServer server(config(), o);
+    server.start();
+    const pb::RegisterResponse r = form_resumed_generation(server.address(), 2, step2, 0);
+    EXPECT_EQ(r.resume_point().global_step(), 2);
+    EXPECT_EQ(r.resume_point().checkpoint(), step2);
+    server.shutdown();
+  }
+  std::vector<std::string> left, aside;
+  fs::path folder;
+  for (const auto& e : fs::directory_iterator(ckpts)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("abandoned-", 0) == 0) folder = e.path();
+    left.push_back(name);
+  }
+  ASSERT_FALSE(folder.empty()) << "no abandoned-<time> folder";
+  EXPECT_EQ(folder.filename().string().size(), std::string("abandoned-YYYYmmddHHMMSS").size());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{folder.filename().string(), "step-00000002"}));
+  for (const auto& e : fs::directory_iterator(folder)) aside.push_back(e.path().filename());
+  std::sort(aside.begin(), aside.end());
+  EXPECT_EQ(aside, (std::vector<std::string>{"step-00000004", "step-00000005"}));
+  // Moved whole, still complete; --resume auto now finds the resumed one.
+  EXPECT_FALSE(checkpoint_torn_reason((folder / "step-00000005").string()).has_value());
+  EXPECT_EQ(resolve_resume_request("auto", (*root_ / "out").string())->global_step, 2);
+  fs::remove_all(ckpts);
+}
+
 // The ranks of a group must ask for the same resume point; the job cannot start otherwise.
 TEST_F(CoordinatorTest, RanksAskingDifferentResumePointsAreRefused) {
   CoordinatorOptions o = fast_options();

@@ -9,11 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
 
+#include "common/checkpoint/checkpoint_layout.h"
 #include "tests/integration/process_util.h"
 #include "tests/integration/tiny_job.h"
 
@@ -97,8 +99,36 @@ TEST_F(TensorBoardLogs, KohyaTagsOnceAStepAcrossAResumeOfAnOlderCheckpoint) {
   const std::string cfg_b = config("b", out_b, logs_b.string());
   RunResult b1 = run(cfg_b, "");
   ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  RunResult b2 = run(cfg_b, "--resume " + out_b + "/checkpoints/step-00000002");
+  const fs::path ckpts_b = fs::path(out_b) / "checkpoints";
+  std::vector<std::string> newer;  // the branch the resume abandons
+  for (const auto& e : fs::directory_iterator(ckpts_b)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name > "step-00000002") newer.push_back(name);
+  }
+  std::sort(newer.begin(), newer.end());
+  ASSERT_FALSE(newer.empty());
+  std::string coordinator_b2;
+  RunResult b2 = run_job(cfg_b, cport_, 2, "--resume " + out_b + "/checkpoints/step-00000002",
+                         &coordinator_b2);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  // Those checkpoints were moved aside whole, never deleted, and the resumed run wrote its own
+  // (byte-identical: the training is exact) in their place.
+  EXPECT_NE(coordinator_b2.find("moved to " + ckpts_b.string() + "/abandoned-"), std::string::npos)
+      << coordinator_b2;
+  std::vector<fs::path> folders;
+  for (const auto& e : fs::directory_iterator(ckpts_b)) {
+    if (e.path().filename().string().rfind("abandoned-", 0) == 0) folders.push_back(e.path());
+  }
+  ASSERT_EQ(folders.size(), 1u);
+  std::vector<std::string> aside;
+  for (const auto& e : fs::directory_iterator(folders[0])) aside.push_back(e.path().filename());
+  std::sort(aside.begin(), aside.end());
+  EXPECT_EQ(aside, newer);
+  for (const std::string& name : newer) {
+    EXPECT_FALSE(lf::checkpoint_torn_reason((folders[0] / name).string()).has_value()) << name;
+    lf::test::expect_same_lora((folders[0] / name / "lora.safetensors").string(),
+                               (ckpts_b / name / "lora.safetensors").string());
+  }
   EXPECT_NE(b2.output.find("TensorBoard: dropped"), std::string::npos) << b2.output;
   const nlohmann::json resumed = read_back(event_dir(logs_b));
   for (const char* tag : {"loss/current", "lr/unet", "lr/textencoder", "grad_norm"}) {
