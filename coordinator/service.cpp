@@ -251,6 +251,14 @@ int CoordinatorService::count_registered() const {
       std::count_if(ranks_.begin(), ranks_.end(), [](const RankState& s) { return s.registered; }));
 }
 
+int CoordinatorService::restart_budget() const {
+  return launcher_max_restarts_.value_or(options_.max_restarts);
+}
+
+std::string CoordinatorService::restart_budget_key() const {
+  return launcher_max_restarts_ ? "lorafleet-launch --max-restarts" : "cluster.max_restarts";
+}
+
 std::int64_t CoordinatorService::counted_restarts() const {
   std::int64_t n = 0;
   for (const auto& [cause, count] : restarts_) {
@@ -331,8 +339,8 @@ void CoordinatorService::complete_registration(Clock::time_point now) {
     LF_WARN("restart: generation "
             << generation_ << " formed after generation " << generation_ - 1 << " ended ("
             << restart_cause << ": " << end_detail_ << "); restarts for " << restart_cause << ": "
-            << n << ", counted against cluster.max_restarts " << counted_restarts() << " of "
-            << options_.max_restarts);
+            << n << ", counted against " << restart_budget_key() << " " << counted_restarts()
+            << " of " << restart_budget());
   }
   end_cause_.clear();
   end_detail_.clear();
@@ -632,12 +640,15 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
                        (given.empty() ? std::string() : " (restart cause: " + given + ")"),
                    now);
   }
-  if (generation_ > 0 && end_cause_ != "preemption" &&
-      counted_restarts() + 1 > options_.max_restarts) {
-    const std::string msg = "cluster.max_restarts (" + std::to_string(options_.max_restarts) +
-                            ") exhausted: generation " + std::to_string(generation_) + " ended (" +
-                            end_cause_ + ": " + end_detail_ + ") after " +
-                            std::to_string(counted_restarts()) + " restarts";
+  if (request->has_max_restarts()) launcher_max_restarts_ = request->max_restarts();
+  if (generation_ > 0 && end_cause_ != "preemption" && counted_restarts() + 1 > restart_budget()) {
+    const std::string msg =
+        restart_budget_key() + " (" + std::to_string(restart_budget()) +
+        ") exhausted: generation " + std::to_string(generation_) + " ended (" + end_cause_ + ": " +
+        end_detail_ + ") after " + std::to_string(counted_restarts()) + " restarts; raise " +
+        (launcher_max_restarts_ ? "lorafleet-launch --max-restarts (LF_MAX_RESTARTS)"
+                                : "cluster.max_restarts in the job config") +
+        " to allow more";
     finish_job(1, msg);
     return {grpc::StatusCode::FAILED_PRECONDITION, msg};
   }

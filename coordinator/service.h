@@ -189,6 +189,10 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   template <class Fn>
   void persist(const char* what, Fn&& fn);
   std::int64_t counted_restarts() const;  // all causes but preemption
+  // The job's one restart budget: lorafleet-launch --max-restarts when the group's supervisor
+  // was given one (RegisterRequest.max_restarts), else cluster.max_restarts; and its name.
+  int restart_budget() const;
+  std::string restart_budget_key() const;
   bool is_alive(const RankState& s, Clock::time_point now) const;
   int count_registered() const;
   void start_new_generation();
@@ -245,6 +249,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   std::string end_detail_;
   std::optional<Clock::time_point> rendezvous_deadline_;
   std::map<std::string, std::int64_t> restarts_;  // cause label -> count
+  std::optional<int> launcher_max_restarts_;      // the latest RegisterRequest.max_restarts
   std::set<int> plans_recorded_;  // epochs whose plan digest is stored (this world_size)
   bool progress_dirty_ = false;   // ranks_ progress changed since the last batch write
   // Pending checkpoint commits of this generation: step -> reporting ranks, and paths.

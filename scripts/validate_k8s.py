@@ -482,15 +482,17 @@ class Checker:
             lspec = (la.get("template") or {}).get("spec") or {}
             lc = self.container(where, lspec, "launcher")
             cmd = (lc.get("command") or []) + (lc.get("args") or [])
-            # lorafleet-launch --max-restarts N -- mpirun ...: it restarts mpirun, not on exit 3.
+            # lorafleet-launch -- mpirun ...: it restarts mpirun, not on exit 3, until the
+            # coordinator's cluster.max_restarts (the job's one budget) refuses the group.
             if not cmd or cmd[0] != "lorafleet-launch" or "--" not in cmd:
                 self.err(where, "the launcher must run lorafleet-launch ... -- mpirun")
                 cmd = []
             else:
                 sup = cmd[:cmd.index("--")]
-                if "--max-restarts" not in sup or str(
+                if "--max-restarts" in sup and str(
                         sup[sup.index("--max-restarts") + 1]) != str(cl.get("max_restarts")):
-                    self.err(where, "lorafleet-launch --max-restarts must be cluster.max_restarts")
+                    self.err(where, "lorafleet-launch --max-restarts, when given, must be "
+                                    "cluster.max_restarts (one restart budget)")
                 cmd = cmd[cmd.index("--") + 1:]
             if not cmd or cmd[0] != "mpirun":
                 self.err(where, "the launcher must run mpirun")

@@ -1095,7 +1095,8 @@ grpc::Status do_commit(pb::Coordinator::Stub& stub, int rank, std::uint64_t gene
 }
 
 grpc::Status register_with_cause(const std::string& address, int rank, int world_size,
-                                 const std::string& cause, pb::RegisterResponse* out) {
+                                 const std::string& cause, pb::RegisterResponse* out,
+                                 int max_restarts = -1) {
   auto stub = stub_for(address);
   pb::RegisterRequest req;
   req.set_rank(rank);
@@ -1103,6 +1104,7 @@ grpc::Status register_with_cause(const std::string& address, int rank, int world
   req.set_hostname("testhost");
   req.set_pid(2000 + rank);
   req.set_restart_cause(cause);
+  if (max_restarts >= 0) req.set_max_restarts(max_restarts);  // lorafleet-launch's budget
   grpc::ClientContext ctx;
   set_deadline(&ctx, 20);
   return stub->Register(&ctx, req, out);
@@ -1110,13 +1112,14 @@ grpc::Status register_with_cause(const std::string& address, int rank, int world
 
 // Registers ranks 0..world_size-1 concurrently (each with restart `cause`); all must succeed.
 void form_generation(const std::string& address, int world_size, const std::string& cause = "",
-                     std::uint64_t expected_generation = 0) {
+                     std::uint64_t expected_generation = 0, int max_restarts = -1) {
   std::vector<pb::RegisterResponse> resp(world_size);
   std::vector<grpc::Status> st(world_size);
   std::vector<std::thread> ranks;
   for (int r = 0; r < world_size; ++r) {
-    ranks.emplace_back(
-        [&, r] { st[r] = register_with_cause(address, r, world_size, cause, &resp[r]); });
+    ranks.emplace_back([&, r] {
+      st[r] = register_with_cause(address, r, world_size, cause, &resp[r], max_restarts);
+    });
   }
   for (auto& t : ranks) t.join();
   for (int r = 0; r < world_size; ++r) {
@@ -1220,9 +1223,45 @@ TEST_F(CoordinatorTest, MaxRestartsExhaustedFailsTheJob) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(st.error_message().find("cluster.max_restarts (1) exhausted"), std::string::npos)
       << st.error_message();
+  EXPECT_NE(st.error_message().find("; raise cluster.max_restarts in the job config to allow more"),
+            std::string::npos)
+      << st.error_message();
   const std::optional<int> code = server.wait_for(std::chrono::seconds(5));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 1);
+}
+
+// One restart budget: a group whose supervisor was given --max-restarts (RegisterRequest
+// max_restarts) restarts that many times, past cluster.max_restarts, and the refusal names the
+// budget that ended the job and how to raise it.
+TEST_F(CoordinatorTest, TheLaunchersMaxRestartsIsTheJobsBudget) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  o.service.max_restarts = 1;
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  auto stub = stub_for(address);
+  form_generation(address, 2, "", 1, 2);
+  for (std::uint64_t g = 1; g <= 2; ++g) {
+    ASSERT_TRUE(do_finish(*stub, 0, 3, false, "NaN loss", g).ok());
+    form_generation(address, 2, "worker_failed", g + 1, 2);  // restart g of 2
+  }
+  EXPECT_EQ(server.service().restarts("worker_failed"), 2);
+  ASSERT_TRUE(do_finish(*stub, 1, 5, false, "NaN loss", 3).ok());
+  pb::RegisterResponse r;
+  const grpc::Status st = register_with_cause(address, 0, 2, "worker_failed", &r, 2);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(st.error_message().rfind("lorafleet-launch --max-restarts (2) exhausted: generation 3 "
+                                     "ended (worker_failed: ",
+                                     0),
+            0u)
+      << st.error_message();
+  EXPECT_NE(st.error_message().find("after 2 restarts; raise lorafleet-launch --max-restarts "
+                                    "(LF_MAX_RESTARTS) to allow more"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(server.wait_for(std::chrono::seconds(5)), std::optional<int>(1));
 }
 
 TEST_F(CoordinatorTest, PreemptionIsNotCountedAgainstMaxRestarts) {

@@ -73,6 +73,29 @@ TEST_F(Launcher, GivesUpWhenMaxRestartsAreExhausted) {
   EXPECT_EQ(read("starts"), "x\nx\nx\n");  // the first start and 2 restarts
 }
 
+// One budget: given --max-restarts, the launcher hands it to every member (LF_MAX_RESTARTS),
+// which give it to the coordinator; without it the members see none, and the launcher keeps
+// restarting failures until the coordinator's cluster.max_restarts refuses the group (the
+// members then exit 3), here on the fifth start: past the old default of 3.
+TEST_F(Launcher, OneRestartBudget) {
+  const std::string budgets = (dir_ / "budgets").string();
+  LaunchOptions o = opts("echo \"${LF_MAX_RESTARTS:-unset}\" >> " + budgets + "; exit 9");
+  o.max_restarts = 1;
+  EXPECT_EQ(run_launcher(o), 9);
+  EXPECT_EQ(read("budgets"), "1\n1\n");  // the start and 1 restart
+
+  const std::string n = (dir_ / "n").string();
+  LaunchOptions job = opts("c=$(cat " + n + " 2>/dev/null || echo 0); echo $((c+1)) > " + n +
+                           "; echo \"${LF_MAX_RESTARTS:-unset}\" >> " + budgets +
+                           "; [ $c -ge 4 ] && exit 3; exit 7");
+  ASSERT_FALSE(job.max_restarts.has_value());
+  unsetenv("LF_MAX_RESTARTS");
+  fs::remove(budgets);
+  EXPECT_EQ(run_launcher(job), 3);
+  EXPECT_EQ(read("n"), "5\n");
+  EXPECT_EQ(read("budgets"), "unset\nunset\nunset\nunset\nunset\n");
+}
+
 TEST_F(Launcher, BadInputIsNotRetried) {
   EXPECT_EQ(run_launcher(opts("echo x >> " + (dir_ / "starts").string() + "; exit 3")), 3);
   EXPECT_EQ(read("starts"), "x\n");

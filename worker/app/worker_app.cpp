@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -189,6 +190,9 @@ int run_worker(int argc, char** argv) {
     me.pid = static_cast<int>(getpid());
     me.restart_count = std::atoi(env_or("LF_RESTART_COUNT", "0").c_str());
     me.restart_cause = env_or("LF_RESTART_CAUSE", "");
+    if (const std::string budget = env_or("LF_MAX_RESTARTS", ""); !budget.empty()) {
+      me.max_restarts = std::max(0, std::atoi(budget.c_str()));
+    }
     const int cuda_index = cuda_device_index(launch.local_rank);
     const bool cuda = cuda_index >= 0;
     // The coordinator resolves the path: make it independent of this process's directory.

@@ -72,6 +72,8 @@ pid_t spawn(const LaunchOptions& o, int rank, int restart_count, const std::stri
   }
   setenv("LF_RESTART_COUNT", std::to_string(restart_count).c_str(), 1);
   setenv("LF_RESTART_CAUSE", cause.c_str(), 1);
+  // The one budget: the workers hand it to the coordinator (RegisterRequest.max_restarts).
+  if (o.max_restarts) setenv("LF_MAX_RESTARTS", std::to_string(*o.max_restarts).c_str(), 1);
   // Every start continues from the last committed checkpoint, if there is one (an explicit
   // --resume on the member's command line wins over the variable).
   setenv("LF_RESUME", "auto", /*overwrite=*/0);
@@ -193,20 +195,30 @@ int run_launcher(const LaunchOptions& o) {
     if (code == kExitBadInput || code == kExitCancelled || code == 126 || code == 127) {
       // 3: bad input or a refusal by the coordinator; 4: an operator cancelled the job;
       // 126/127: the command cannot be run.
-      LF_ERROR(cause << ": restarting cannot help; giving up");
+      LF_ERROR(cause << ": restarting cannot help; giving up"
+                     << (code == kExitBadInput && failures > 0 && !o.max_restarts
+                             ? " (bad input, or the coordinator refused the group because the "
+                               "job's restart budget cluster.max_restarts is spent: the workers' "
+                               "log says which; raise cluster.max_restarts in the job config)"
+                             : ""));
       return code;
     }
     const bool preempted = code == kExitPreempted;
     if (!preempted) ++failures;
-    if (failures > o.max_restarts) {
-      LF_ERROR("max_restarts (" << o.max_restarts << ") exhausted; last failure: " << cause);
+    if (o.max_restarts && failures > *o.max_restarts) {
+      LF_ERROR("lorafleet-launch --max-restarts (" << *o.max_restarts
+                                                   << ") exhausted; last failure: " << cause
+                                                   << "; raise --max-restarts (LF_MAX_RESTARTS)");
       return code == 0 ? 1 : code;
     }
     ++restarts;
     const double wait = preempted ? 0.0 : restart_backoff(o, failures);
     LF_WARN("restart " << restarts << (preempted ? " (preemption, not counted)" : "")
-                       << ": failures " << failures << "/" << o.max_restarts << ", in " << wait
-                       << " s, from the last committed checkpoint");
+                       << ": failures " << failures << " of "
+                       << (o.max_restarts ? std::to_string(*o.max_restarts) +
+                                                " (lorafleet-launch --max-restarts)"
+                                          : std::string("the coordinator's cluster.max_restarts"))
+                       << ", in " << wait << " s, from the last committed checkpoint");
     const auto until = Clock::now() + std::chrono::duration<double>(wait);
     while (Clock::now() < until && g_signal.load() == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -225,8 +237,9 @@ int launcher_main(int argc, char** argv) {
                  "once as is, e.g. mpirun")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-restarts", o.max_restarts,
-                 "failures tolerated before giving up (cluster.max_restarts; preemptions do not "
-                 "count)")
+                 "failures tolerated before giving up, also the coordinator's budget for the "
+                 "group (default: the job's cluster.max_restarts, which the coordinator "
+                 "enforces); preemptions do not count")
       ->envname("LF_MAX_RESTARTS")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--restart-backoff", o.backoff_seconds,

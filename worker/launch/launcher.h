@@ -1,7 +1,10 @@
 // lorafleet-launch: the supervisor for runs without a cluster scheduler (torchrun's role). It
 // starts the group, and when any member fails it stops the rest and starts the group again from
-// the last committed checkpoint (the workers get LF_RESUME=auto), up to max_restarts times with
-// exponential backoff. Two forms:
+// the last committed checkpoint (the workers get LF_RESUME=auto), with exponential backoff. The
+// job has one restart budget: the coordinator's cluster.max_restarts, which it enforces by
+// refusing the next generation (the workers then exit 3 and the launcher stops), unless the
+// launcher is given --max-restarts N: then it stops after N failures itself and hands N to the
+// workers (LF_MAX_RESTARTS), which give it to the coordinator as the budget. Two forms:
 //   lorafleet-launch --nproc N -- lorafleet-worker ARGS   N local ranks, Kubernetes-native style
 //                                                         (LF_RANK / LF_WORLD_SIZE, Gloo)
 //   lorafleet-launch -- mpirun -np N lorafleet-worker ARGS  restarts the whole mpirun command
@@ -13,6 +16,7 @@
 // launcher.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +25,8 @@ namespace lf {
 struct LaunchOptions {
   int nproc = 0;                      // 0: run `command` once as is (e.g. mpirun); N: N ranks
   std::vector<std::string> command;   // program and arguments
-  int max_restarts = 3;               // failures tolerated (cluster.max_restarts)
+  // Failures tolerated; unset: the coordinator's cluster.max_restarts decides.
+  std::optional<int> max_restarts;
   double backoff_seconds = 2.0;       // before restart k: backoff * 2^(k-1) ...
   double backoff_max_seconds = 60.0;  // ... capped at this
   double stop_grace_seconds = 30.0;   // SIGTERM → SIGKILL for the members of a failed group

@@ -222,6 +222,7 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   req.set_nccl_unique_id(me.nccl_unique_id);
   req.set_restart_count(me.restart_count);
   req.set_restart_cause(me.restart_cause);
+  if (me.max_restarts >= 0) req.set_max_restarts(me.max_restarts);
   if (!me.resume.empty()) req.mutable_resume_point()->set_checkpoint(me.resume);
 
   const auto connect_deadline =

@@ -59,6 +59,7 @@ struct WorkerIdentity {
   std::string nccl_unique_id;
   int restart_count = 0;           // LF_RESTART_COUNT from lorafleet-launch
   std::string restart_cause;       // LF_RESTART_CAUSE
+  int max_restarts = -1;           // LF_MAX_RESTARTS (lorafleet-launch --max-restarts); -1: unset
   // --resume as given: "" (fresh), "auto" (newest checkpoint of output_dir, if any) or an
   // absolute path. The coordinator resolves it once for the whole group.
   std::string resume;
