@@ -46,6 +46,52 @@ def image(fmt, w, h, exif=False, alpha=False):
     return out.getvalue()
 
 
+def varint(n):
+    n &= (1 << 64) - 1  # negative int32/int64 as protobuf encodes them: 10 bytes
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def message(**fields):
+    """A protobuf message from {"f<number>": value}: int/bool varint, float double, str bytes."""
+    out = b""
+    for key, v in fields.items():
+        num = int(key[1:])
+        if isinstance(v, float):
+            out += varint(num << 3 | 1) + struct.pack("<d", v)
+        elif isinstance(v, (str, bytes)):
+            raw = v.encode() if isinstance(v, str) else v
+            out += varint(num << 3 | 2) + varint(len(raw)) + raw
+        else:
+            out += varint(num << 3) + varint(int(v))
+    return out
+
+
+def rpc_calls(*calls):
+    """coordinator_handlers_fuzzer input: [method][u16 LE length][message] per call. Methods:
+    0 Register, 1 GetDataset, 2 GetEpochPlan, 3 ReportProgress, 4 CommitCheckpoint, 5 Finish."""
+    return b"".join(bytes([m]) + struct.pack("<H", len(body)) + body for m, body in calls)
+
+
+def coordinator_handlers():
+    reg = lambda rank, ws: (0, message(f1=rank, f2=ws))
+    put("coordinator_handlers", "one_rank_job", rpc_calls(
+        reg(0, 1), (1, b""), (2, message(f1=0)),
+        (3, message(f1=0, f2=1, f3=0, f4=0.5, f5=1e-4, f6=1, f9=1)),
+        (4, message(f1=0, f2=1, f3="/tmp/lf_fuzz_coordinator/out/checkpoints/step-00000001", f4=1)),
+        (5, message(f1=0, f2=20, f3=True, f5=1))))
+    put("coordinator_handlers", "two_ranks_one_missing", rpc_calls(
+        reg(1, 2), (3, message(f1=5, f2=3)), (5, message(f1=0, f3=False, f4="boom", f7=True))))
+    put("coordinator_handlers", "huge_counts", rpc_calls(
+        reg(0, 1), (2, message(f1=2147483647, f2=1)), (2, message(f1=-1, f2=-7)),
+        (3, message(f1=0, f2=(1 << 62), f3=-1, f6=(1 << 62), f9=1)),
+        (4, message(f1=0, f2=-5, f3="", f4=99))))
+
+
 def main():
     f32 = np.arange(6, dtype=np.float32).tobytes()
     put("safetensors", "one_f32", safetensors({"w": ("F32", [2, 3], f32)}))
@@ -181,3 +227,4 @@ seed = 3
 
 if __name__ == "__main__":
     main()
+    coordinator_handlers()
