@@ -14,6 +14,8 @@ export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 fi
+# LF_WERROR=ON|OFF (CI sets ON): warnings of lorafleet's own targets become errors.
+if [ -n "${LF_WERROR:-}" ]; then cmake -S "$ROOT" -B "$BUILD_DIR" -DLF_WERROR="$LF_WERROR" > /dev/null; fi
 if [ "$#" -gt 0 ]; then
   cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$@"
 else

@@ -63,7 +63,7 @@ void read(png_structp png, png_bytep out, png_size_t n) {
 
 std::vector<std::string> png_profile_warnings(const std::vector<std::uint8_t>& bytes) {
   if (!is_png(bytes) || !has_profile(bytes)) return {};
-  Capture capture{bytes};
+  Capture capture{bytes, 0, {}};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &capture, on_error, on_warning);
   png_infop info = png ? png_create_info_struct(png) : nullptr;
   if (info == nullptr) {

@@ -163,7 +163,9 @@ TEST(OracleLyCORIS, LoKrLayoutAndForwardMatchLycorisLora) {
             {&init.w2, &a->lokr.w2}, {&init.w2_a, &a->lokr.w2_a}, {&init.w2_b, &a->lokr.w2_b}};
         for (const auto& [mine, file] : pairs) {
           EXPECT_EQ(mine->defined(), file->defined());
-          if (mine->defined() && file->defined()) EXPECT_EQ(mine->sizes(), file->sizes());
+          if (mine->defined() && file->defined()) {
+            EXPECT_EQ(mine->sizes(), file->sizes());
+          }
         }
         return a;
       });

@@ -79,7 +79,10 @@ TEST_F(TinyStep, ZeroWeightRemovesASample) {
 
 TEST_F(TinyStep, RejectsEmptyAndInconsistentBatches) {
   at::Generator gen = make_cpu_generator(1);
-  StepInputs empty{torch::zeros({0, 4, 8, 8}), torch::zeros({0, 77, 64}), torch::zeros({0})};
+  StepInputs empty;
+  empty.latents = torch::zeros({0, 4, 8, 8});
+  empty.context = torch::zeros({0, 77, 64});
+  empty.vector_cond = torch::zeros({0});
   EXPECT_THROW(compute_loss_sum(unet_, schedule_, empty, gen), std::invalid_argument);
   StepInputs bad = inputs_;
   bad.loss_weights = torch::ones({3});

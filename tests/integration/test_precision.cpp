@@ -210,7 +210,9 @@ TEST_F(Precision, FullHalfTrainsHalfLoRAWithFloat32OptimizerState) {
     for (const auto& [name, t] : lora) {
       const bool alpha = name.size() > 6 && name.compare(name.size() - 6, 6, ".alpha") == 0;
       EXPECT_EQ(t.scalar_type(), alpha ? at::kFloat : dtype) << mode << " " << name;
-      if (!alpha) EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << mode << " " << name;
+      if (!alpha) {
+        EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << mode << " " << name;
+      }
     }
     int moments = 0;
     for (const auto& [name, t] : lora_tensors(ckpt + "/" + lf::kCheckpointStateFile)) {

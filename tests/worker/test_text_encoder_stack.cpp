@@ -114,7 +114,9 @@ TEST(TextEncoderStack, ShortCaptionsGetPaddingWindowsAsKohya) {
       // same states (also for the truncated 100-token caption) and the same pooled output.
       EXPECT_TRUE(
           torch::allclose(c.context.narrow(1, 0, 76), c75.context.narrow(1, 0, 76), 1e-5, 1e-6));
-      if (c.pooled.defined()) EXPECT_TRUE(torch::allclose(c.pooled, c75.pooled, 1e-5, 1e-6));
+      if (c.pooled.defined()) {
+        EXPECT_TRUE(torch::allclose(c.pooled, c75.pooled, 1e-5, 1e-6));
+      }
       // The short caption's further windows: BOS EOS EOS... (pad EOS) or BOS EOS pad... .
       const TextConditioning pad = stack.encode({""}, at::Device(at::kCPU));
       const TextConditioning pad75 =
