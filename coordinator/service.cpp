@@ -467,28 +467,27 @@ void CoordinatorService::fill_register_response(int rank, pb::RegisterResponse* 
   response->set_rank(rank);
 }
 
+std::string CoordinatorService::checkpoints_root() const {
+  return (std::filesystem::path(job_.config().output.output_dir) / "checkpoints").string();
+}
+
 std::string CoordinatorService::group_resume_request(const std::string& request) const {
   if (request.empty() || request == "auto") return request;
   int restart_count = 0;
   for (const RankState& r : ranks_) restart_count = std::max(restart_count, r.restart_count);
   if (restart_count == 0) return request;
-  const std::string root =
-      (std::filesystem::path(job_.config().output.output_dir) / "checkpoints").string();
+  const std::string root = checkpoints_root();
   const std::optional<CommittedCheckpoint> newest = find_latest_committed(root);
   if (!newest) return request;
-  LF_INFO("--resume " << request
-                      << " is the command line of the group's first start, repeated by "
-                         "its supervisor (restart "
-                      << restart_count
-                      << "): continuing from the "
-                         "newest committed checkpoint "
-                      << newest->dir << " instead");
+  LF_INFO("--resume " << request << " is the command line of the group's first start, repeated "
+                      << "by its supervisor (restart " << restart_count
+                      << "): continuing from the newest committed checkpoint " << newest->dir
+                      << " instead");
   return "auto";
 }
 
 void CoordinatorService::set_aside_abandoned_branch(const CheckpointPosition& pos) const {
-  const std::string root =
-      (std::filesystem::path(job_.config().output.output_dir) / "checkpoints").string();
+  const std::string root = checkpoints_root();
   const std::optional<AbandonedCheckpoints> moved =
       set_aside_abandoned_checkpoints(root, pos.global_step, std::time(nullptr));
   if (!moved) return;
@@ -550,9 +549,9 @@ grpc::Status CoordinatorService::plan_group_resume() {
       r.epoch = pos->epoch;
       r.batches_in_epoch = pos->step_in_epoch;
       if (pos->step_in_epoch > 0) r.lineage = pos->plan_lineage;
-      if (request != "auto") set_aside_abandoned_branch(*pos);
       s = job_.set_world_size(world_size_);
       s = job_.set_resume(r);
+      if (request != "auto") set_aside_abandoned_branch(*pos);  // only once the resume plans
       LF_INFO("the group resumes from " << pos->dir << " (written by " << pos->world_size
                                         << " ranks) at global_step " << pos->global_step
                                         << " on " << world_size_ << " ranks");

@@ -211,6 +211,7 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   // (restart_count > 0: lorafleet-launch runs the command line it first ran) reads as "auto"
   // when a committed checkpoint exists, so a restart continues where the job stands.
   std::string group_resume_request(const std::string& request) const;
+  std::string checkpoints_root() const;  // <output_dir>/checkpoints
   // After an explicit --resume of `pos`: the newer checkpoints of the abandoned branch are
   // moved aside (common/checkpoint/abandoned_checkpoints.h). Throws std::runtime_error.
   void set_aside_abandoned_branch(const CheckpointPosition& pos) const;

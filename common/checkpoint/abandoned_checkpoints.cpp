@@ -44,9 +44,7 @@ std::optional<AbandonedCheckpoints> set_aside_abandoned_checkpoints(const std::s
   fs::create_directory(folder, ec);
   if (ec) {
     throw std::runtime_error("cannot create " + folder.string() +
-                             " for the abandoned "
-                             "checkpoints: " +
-                             ec.message());
+                             " for the abandoned checkpoints: " + ec.message());
   }
   AbandonedCheckpoints out;
   out.folder = folder.string();
