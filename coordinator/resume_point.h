@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/checkpoint/checkpoint_layout.h"
+#include "common/checkpoint/train_position.h"
 
 namespace lf {
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/checkpoint/checkpoint_layout.h"
+#include "common/checkpoint/train_position.h"
 #include "common/io/safetensors.h"
 #include "common/io/sha256.h"
 

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "common/checkpoint/checkpoint_layout.h"
+#include "common/checkpoint/train_position.h"
 #include "tests/integration/process_util.h"
 #include "tests/integration/tiny_job.h"
 #include "worker/io/tensor_file.h"

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/checkpoint/checkpoint_layout.h"
+#include "common/checkpoint/train_position.h"
 
 #include "common/data/epoch_plan.h"
 
