@@ -8,8 +8,9 @@
 // Write = what CheckpointWriter does on one rank: prepare_staging_dir, save_rng_state,
 // save_kohya_lora (with its sshs hashes), save_train_state (each file: temp, fsync, rename,
 // fsync dir), publish_staging_dir (rename + fsync, then COMMITTED with sizes and sha256 of every
-// file), prune_checkpoints(keep 2). Read = what a resume does: resolve_checkpoint,
-// load_train_state, load_safetensors(lora), load_rng_state.
+// file, taken from the writers' digests as CheckpointWriter passes them), prune_checkpoints(keep
+// 2). Read = what a resume does: resolve_checkpoint, load_train_state, load_safetensors(lora),
+// load_rng_state.
 //
 // usage: lorafleet-bench-checkpoint --dir DIR [--repeats N] [--rank R] [--lora-mb MB]
 // Prints one JSON line: bytes (whole checkpoint), tensors, repeats, write_s / read_s /
@@ -117,11 +118,14 @@ int main(int argc, char** argv) {
     state.global_step = r + 1;
     auto t0 = std::chrono::steady_clock::now();
     const std::string staging = lf::prepare_staging_dir(root, state.global_step);
-    lf::save_rng_state(staging, 0, rng_state);
-    lf::save_kohya_lora((fs::path(staging) / lf::kCheckpointLoraFile).string(), lora, metadata);
-    lf::save_train_state(staging, state);
+    lf::WrittenFiles written;
+    written[lf::rng_state_file(0)] = lf::save_rng_state(staging, 0, rng_state);
+    written[lf::kCheckpointLoraFile] =
+        lf::save_kohya_lora((fs::path(staging) / lf::kCheckpointLoraFile).string(), lora, metadata);
+    written[lf::kCheckpointStateFile] = lf::save_train_state(staging, state);
     const auto t1 = std::chrono::steady_clock::now();
-    const std::string published = lf::publish_staging_dir(staging, root, state.global_step);
+    const std::string published =
+        lf::publish_staging_dir(staging, root, state.global_step, written);
     publish_s.push_back(seconds_since(t1));
     lf::prune_checkpoints(root, 2);
     write_s.push_back(seconds_since(t0));

@@ -180,7 +180,7 @@ void discard_staging_dir(const std::string& staging) noexcept {
 }
 
 std::string publish_staging_dir(const std::string& staging, const std::string& root,
-                                std::int64_t global_step) {
+                                std::int64_t global_step, const WrittenFiles& written) {
   const fs::path target = fs::path(root) / checkpoint_dir_name(global_step);
   const fs::path old = fs::path(root) / ("." + checkpoint_dir_name(global_step) + ".old");
   bool renamed = false;
@@ -199,7 +199,7 @@ std::string publish_staging_dir(const std::string& staging, const std::string& r
     }
     rename_atomic(staging, target.string());  // fsyncs root
     renamed = true;
-    write_commit_marker(target.string(), global_step);  // last: only now is it complete
+    write_commit_marker(target.string(), global_step, written);  // last: only now is it complete
   } catch (...) {
     discard_staging_dir(renamed ? target.string() : staging);
     if (replaced) {
@@ -216,7 +216,8 @@ std::string publish_staging_dir(const std::string& staging, const std::string& r
   return target.string();
 }
 
-CheckpointManifest write_commit_marker(const std::string& dir, std::int64_t global_step) {
+CheckpointManifest write_commit_marker(const std::string& dir, std::int64_t global_step,
+                                       const WrittenFiles& written) {
   CheckpointManifest manifest;
   manifest.global_step = global_step;
   const fs::path base(dir);
@@ -230,7 +231,9 @@ CheckpointManifest write_commit_marker(const std::string& dir, std::int64_t glob
     CheckpointFileEntry f;
     f.path = rel.generic_string();
     f.size = e.file_size();
-    f.sha256 = sha256_file_hex(e.path().string());
+    const auto known = written.find(f.path);
+    const bool as_written = known != written.end() && known->second.size == f.size;
+    f.sha256 = as_written ? known->second.sha256 : sha256_file_hex(e.path().string());
     manifest.files.push_back(std::move(f));
   }
   std::sort(

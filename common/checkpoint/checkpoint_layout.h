@@ -1,7 +1,7 @@
 // Checkpoint directories without LibTorch: naming, staging, publishing with a commit marker,
 // resolving the newest complete checkpoint and pruning. The training position a checkpoint's
-// train state records is common/checkpoint/train_position.h. Shared by the workers (worker/io/checkpoint.h adds the tensor files) and
-// the coordinator, which must not link torch.
+// train state records is common/checkpoint/train_position.h. Shared by the workers
+// (worker/io/checkpoint.h adds the tensor files) and the coordinator, which must not link torch.
 //
 //   <output_dir>/checkpoints/step-<global_step, 8 digits>/
 //     lora.safetensors          the kohya-format LoRA at that step
@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "common/io/sha256.h"
 
 namespace lf {
 
@@ -53,8 +54,12 @@ std::string prepare_staging_dir(const std::string& root, std::int64_t global_ste
 // COMMITTED (sizes + sha256 of every file). Returns the checkpoint path. On failure the new
 // directory is removed best-effort, a replaced same-step one is put back, and the
 // std::runtime_error (naming the file and strerror, e.g. "No space left on device") is rethrown.
+// `written` carries the digests the writers computed as they wrote (save_safetensors,
+// save_kohya_lora...), by path relative to the checkpoint dir, so those files are not read back
+// to be hashed; the others (other ranks' RNG files) are.
+using WrittenFiles = std::map<std::string, FileDigest>;
 std::string publish_staging_dir(const std::string& staging, const std::string& root,
-                                std::int64_t global_step);
+                                std::int64_t global_step, const WrittenFiles& written = {});
 // Removes a staging dir after a failed write; never throws (best-effort cleanup on an error
 // path, which must not hide the original error).
 void discard_staging_dir(const std::string& staging) noexcept;
@@ -70,10 +75,13 @@ struct CheckpointManifest {
   std::vector<CheckpointFileEntry> files;  // sorted by path
 };
 
-// Hashes every regular file under `dir` (except COMMITTED) and writes dir/COMMITTED atomically.
-// publish_staging_dir calls it last; exposed for tests and tools. Throws std::runtime_error
-// naming the file on I/O errors.
-CheckpointManifest write_commit_marker(const std::string& dir, std::int64_t global_step);
+// Lists every regular file under `dir` (except COMMITTED) with its size and SHA-256 and writes
+// dir/COMMITTED atomically. A file in `written` whose size on disk is the written size takes the
+// writer's digest (the bytes handed to write(2), which a read-back would get from the page cache
+// anyway); every other file is hashed from disk. publish_staging_dir calls it last; exposed for
+// tests and tools. Throws std::runtime_error naming the file on I/O errors.
+CheckpointManifest write_commit_marker(const std::string& dir, std::int64_t global_step,
+                                       const WrittenFiles& written = {});
 // Parses dir/COMMITTED. Throws std::runtime_error naming the file and what was expected.
 CheckpointManifest read_commit_marker(const std::string& dir);
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -64,35 +65,64 @@ void rename_atomic(const std::string& from, const std::string& to) {
   fsync_directory(parent_directory(to));
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t n) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw sys_error("create temp file", tmp, errno);
-  int err = write_all(fd, static_cast<const char*>(data), n);
-  const char* step = "write";
-  if (err == 0) {
-    err = fsync_retry(fd);
-    step = "fsync";
+AtomicFileWriter::AtomicFileWriter(std::string path, Hashing hashing)
+    : path_(std::move(path)),
+      tmp_(path_ + ".tmp." + std::to_string(::getpid())),
+      hashing_(hashing) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw sys_error("create temp file", tmp_, errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() { abandon(); }
+
+void AtomicFileWriter::abandon() noexcept {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+  if (fd_ < 0) throw std::logic_error(path_ + ": write after commit");
+  if (int err = write_all(fd_, static_cast<const char*>(data), n)) {
+    abandon();
+    throw sys_error("write", tmp_, err);
   }
-  if (::close(fd) != 0 && err == 0) {
+  if (hashing_ == Hashing::kSha256) hash_.update(data, n);
+  size_ += n;
+}
+
+FileDigest AtomicFileWriter::commit() {
+  if (fd_ < 0) throw std::logic_error(path_ + ": commit called twice");
+  int err = fsync_retry(fd_);
+  const char* step = "fsync";
+  if (::close(fd_) != 0 && err == 0) {
     err = errno;
     step = "close";
   }
+  fd_ = -1;
   if (err != 0) {
-    ::unlink(tmp.c_str());
-    throw sys_error(step, tmp, err);
+    ::unlink(tmp_.c_str());
+    throw sys_error(step, tmp_, err);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": rename from " + tmp + " failed (" + std::strerror(err) +
+    ::unlink(tmp_.c_str());
+    throw std::runtime_error(path_ + ": rename from " + tmp_ + " failed (" + std::strerror(err) +
                              ")");
   }
-  fsync_directory(parent_directory(path));
+  fsync_directory(parent_directory(path_));
+  return FileDigest{size_, hashing_ == Hashing::kSha256 ? hash_.hex_digest() : std::string()};
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  write_file_atomic(path, content.data(), content.size());
+FileDigest write_file_atomic(const std::string& path, const void* data, size_t n) {
+  AtomicFileWriter out(path);
+  out.write(data, n);
+  return out.commit();
+}
+
+FileDigest write_file_atomic(const std::string& path, const std::string& content) {
+  return write_file_atomic(path, content.data(), content.size());
 }
 
 }  // namespace lf

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -296,15 +297,13 @@ const uint8_t* SafetensorsFile::data_section() const { return storage_->base + d
 // ---------------------------------------------------------------------------------------------
 // Writer
 
-void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                            const void* data, size_t nbytes) {
+void SafetensorsWriter::add_view(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                 const void* data, size_t nbytes) {
   if (name.empty() || name == "__metadata__") {
     throw std::invalid_argument("safetensors writer: invalid tensor name \"" + name + "\"");
   }
-  for (const Entry& e : entries_) {
-    if (e.name == name) {
-      throw std::invalid_argument("safetensors writer: tensor \"" + name + "\" added twice");
-    }
+  if (names_.count(name)) {
+    throw std::invalid_argument("safetensors writer: tensor \"" + name + "\" added twice");
   }
   uint64_t numel = 1;
   for (int64_t d : shape) {
@@ -320,10 +319,18 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
                                 std::to_string(numel * dtype_size(dtype)) + " for its shape and " +
                                 dtype_name(dtype));
   }
-  Entry e{name, dtype, std::move(shape), {}};
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (nbytes > 0) e.bytes.assign(p, p + nbytes);
+  names_.insert(name);
+  Entry e{name, dtype, std::move(shape), {}, static_cast<const uint8_t*>(data), nbytes};
   entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            const void* data, size_t nbytes) {
+  add_view(name, dtype, std::move(shape), data, nbytes);
+  Entry& e = entries_.back();
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (nbytes > 0) e.owned.assign(p, p + nbytes);
+  e.view = nullptr;
 }
 
 void SafetensorsWriter::set_metadata(std::map<std::string, std::string> metadata) {
@@ -384,7 +391,7 @@ std::string SafetensorsWriter::header() const {
       h += std::to_string(e->shape[i]);
     }
     h += "],\"data_offsets\":[" + std::to_string(offset) + ",";
-    offset += e->bytes.size();
+    offset += e->nbytes;
     h += std::to_string(offset) + "]}";
   }
   h += '}';
@@ -392,22 +399,67 @@ std::string SafetensorsWriter::header() const {
   return h;
 }
 
-std::vector<uint8_t> SafetensorsWriter::serialize() const {
+SafetensorsWriter::Image SafetensorsWriter::image() const {
+  Image img;
   const std::string h = header();
-  size_t total = 8 + h.size();
-  for (const Entry& e : entries_) total += e.bytes.size();
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) img.head.push_back(static_cast<char>(n >> (8 * i)));
+  img.head += h;
+  img.size = img.head.size();
+  for (const Entry* e : ordered()) {
+    if (e->nbytes == 0) continue;
+    img.tensors.emplace_back(e->bytes(), e->nbytes);
+    img.size += e->nbytes;
+  }
+  return img;
+}
+
+std::vector<uint8_t> SafetensorsWriter::serialize() const {
+  const Image img = image();
   std::vector<uint8_t> out;
-  out.reserve(total);
-  uint64_t n = h.size();
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
-  out.insert(out.end(), h.begin(), h.end());
-  for (const Entry* e : ordered()) out.insert(out.end(), e->bytes.begin(), e->bytes.end());
+  out.reserve(img.size);
+  img.visit([&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
   return out;
 }
 
-void SafetensorsWriter::write_atomic(const std::string& path) const {
-  std::vector<uint8_t> bytes = serialize();
-  write_file_atomic(path, bytes.data(), bytes.size());
+FileDigest SafetensorsWriter::write_atomic(const std::string& path) const {
+  const Image img = image();
+  // Above a few MiB the hash runs on a second thread while this one writes (both only read the
+  // same bytes), so a checkpoint costs about its write, not its write plus its hash.
+  constexpr uint64_t kHashAsideBytes = 4u << 20;
+  const bool aside = img.size >= kHashAsideBytes;
+  std::future<std::string> hashed;
+  if (aside) {
+    hashed = std::async(std::launch::async, [&img] {
+      Sha256 h;
+      img.visit([&](const uint8_t* p, size_t n) { h.update(p, n); });
+      return h.hex_digest();
+    });
+  }
+  AtomicFileWriter out(
+      path, aside ? AtomicFileWriter::Hashing::kNone : AtomicFileWriter::Hashing::kSha256);
+  img.visit([&](const uint8_t* p, size_t n) { out.write(p, n); });
+  FileDigest digest = out.commit();
+  if (aside) digest.sha256 = hashed.get();
+  return digest;
+}
+
+std::string SafetensorsWriter::data_sha256() const {
+  Sha256 hash;
+  for (const Entry* e : ordered()) hash.update(e->bytes(), e->nbytes);
+  return hash.hex_digest();
+}
+
+std::vector<uint8_t> SafetensorsWriter::image_bytes(uint64_t offset, size_t len) const {
+  std::vector<uint8_t> out;
+  uint64_t at = 0;  // image offset of the current piece
+  const uint64_t end = offset + len;
+  image().visit([&](const uint8_t* p, size_t n) {
+    const uint64_t lo = std::max(at, offset), hi = std::min<uint64_t>(at + n, end);
+    if (lo < hi) out.insert(out.end(), p + (lo - at), p + (hi - at));
+    at += n;
+  });
+  return out;
 }
 
 }  // namespace lf

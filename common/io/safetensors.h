@@ -7,8 +7,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "common/io/sha256.h"
 
 namespace lf {
 
@@ -112,6 +116,11 @@ class SafetensorsWriter {
   // "__metadata__" or already added, a dim is negative, or nbytes != numel * dtype_size.
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
            size_t nbytes);
+  // As add(), but keeps only the pointer: `data` must stay valid and unchanged until the last
+  // serialize / write_atomic / data_sha256 / image_bytes call. For writing large tensors
+  // without a copy.
+  void add_view(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                size_t nbytes);
   void set_metadata(std::map<std::string, std::string> metadata);
   size_t tensor_count() const { return entries_.size(); }
 
@@ -120,19 +129,46 @@ class SafetensorsWriter {
   std::string header() const;
   // Complete file image.
   std::vector<uint8_t> serialize() const;
-  // serialize() then write_file_atomic(path). Throws std::runtime_error naming the path.
-  void write_atomic(const std::string& path) const;
+  // Streams the image (length prefix, header, each tensor from where it lies) through an
+  // AtomicFileWriter: no file image is assembled in memory. Returns the written size and
+  // SHA-256. Throws std::runtime_error naming the path.
+  FileDigest write_atomic(const std::string& path) const;
+  // SHA-256 of the data section (the tensors' bytes in file order, everything after the header):
+  // kohya's `sshs_model_hash` (sd-scripts library/train_util.py `addnet_hash_safetensors`).
+  // It does not depend on the metadata.
+  std::string data_sha256() const;
+  // Bytes [offset, offset + len) of the image serialize() would return, clipped to its end,
+  // without building it (kohya's `addnet_hash_legacy` hashes 64 KiB at 1 MiB).
+  std::vector<uint8_t> image_bytes(uint64_t offset, size_t len) const;
 
  private:
   struct Entry {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> owned;     // add(): the copy
+    const uint8_t* view = nullptr;  // add_view(): the caller's bytes
+    size_t nbytes = 0;
+    const uint8_t* bytes() const { return view ? view : owned.data(); }
   };
   std::vector<const Entry*> ordered() const;
+  // The file image: the 8-byte length prefix with the header (held here), then each tensor's
+  // bytes where they lie.
+  struct Image {
+    std::string head;
+    std::vector<std::pair<const uint8_t*, size_t>> tensors;
+    uint64_t size = 0;
+    // Calls f(const uint8_t*, size_t) for each piece in file order.
+    template <typename F>
+    void visit(F&& f) const {
+      f(reinterpret_cast<const uint8_t*>(head.data()), head.size());
+      for (const auto& [p, n] : tensors) f(p, n);
+    }
+  };
+  Image image() const;
 
   std::vector<Entry> entries_;
+  std::set<std::string> names_;
   std::map<std::string, std::string> metadata_;
   bool has_metadata_ = false;
 };

@@ -80,4 +80,27 @@ std::string sha256_file_hex(const std::string& path) {
   return finish_hex(ctx.get());
 }
 
+struct Sha256::Ctx {
+  MdCtx md = new_ctx();
+  bool finished = false;
+};
+
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {}
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::update(const void* data, size_t n) {
+  if (ctx_->finished) throw std::logic_error("sha256: update() after hex_digest()");
+  if (n > 0 && EVP_DigestUpdate(ctx_->md.get(), data, n) != 1) {
+    throw std::runtime_error("sha256: OpenSSL EVP_DigestUpdate failed");
+  }
+}
+
+std::string Sha256::hex_digest() {
+  if (ctx_->finished) throw std::logic_error("sha256: hex_digest() called twice");
+  ctx_->finished = true;
+  return finish_hex(ctx_->md.get());
+}
+
 }  // namespace lf

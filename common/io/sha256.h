@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 namespace lf {
@@ -15,5 +17,29 @@ std::string sha256_hex(const std::string& bytes);
 // SHA-256 of a whole file, read in 1 MiB chunks. Throws std::runtime_error
 // "<path>: cannot open (...)" / "<path>: read failed (...)".
 std::string sha256_file_hex(const std::string& path);
+
+// Incremental SHA-256: update() with consecutive pieces, then hex_digest() once. Gives the same
+// digest as sha256_hex over the concatenation. Throws std::runtime_error if OpenSSL fails, or
+// std::logic_error on update()/hex_digest() after hex_digest().
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  void update(const void* data, size_t n);
+  std::string hex_digest();
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+};
+
+// What a writer knows of a file it has just written: its size in bytes and the SHA-256 of its
+// content, hashed from the bytes as they were written (see AtomicFileWriter).
+struct FileDigest {
+  std::uint64_t size = 0;
+  std::string sha256;  // 64 lowercase hex characters
+};
 
 }  // namespace lf

@@ -52,6 +52,34 @@ class AtomicFileTest : public ::testing::Test {
   std::string dir_;
 };
 
+TEST_F(AtomicFileTest, StreamedPiecesAreHashedAsWritten) {
+  const std::string path = dir_ + "/out.bin";
+  AtomicFileWriter out(path);
+  out.write("a", 1);
+  out.write("", 0);
+  out.write("bc", 2);
+  EXPECT_EQ(list().size(), 1u);  // only the temp file so far
+  EXPECT_TRUE(list()[0].rfind("out.bin.tmp.", 0) == 0) << list()[0];
+  const FileDigest d = out.commit();
+  EXPECT_EQ(slurp(path), "abc");
+  EXPECT_EQ(d.size, 3u);
+  EXPECT_EQ(d.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(list(), std::vector<std::string>{"out.bin"});
+  EXPECT_THROW(out.commit(), std::logic_error);
+  EXPECT_EQ(write_file_atomic(path, std::string("abc")).sha256, d.sha256);
+}
+
+TEST_F(AtomicFileTest, AnUncommittedWriterLeavesThePreviousFile) {
+  const std::string path = dir_ + "/out.bin";
+  write_file_atomic(path, std::string("old"));
+  {
+    AtomicFileWriter out(path);
+    out.write("new content", 11);
+  }  // e.g. an exception between two pieces
+  EXPECT_EQ(slurp(path), "old");
+  EXPECT_EQ(list(), std::vector<std::string>{"out.bin"});
+}
+
 TEST_F(AtomicFileTest, WritesBytesAndLeavesNoTemp) {
   const std::string path = dir_ + "/out.bin";
   const std::string content("ab\0cd\xff", 6);

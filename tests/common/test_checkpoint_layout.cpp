@@ -134,6 +134,52 @@ TEST_F(CheckpointLayout, MarkerListsEveryFileWithSizeAndSha256) {
   EXPECT_EQ(latest->global_step, 50);
 }
 
+// Digests the writers computed are taken as they are when the size on disk matches (the bytes are
+// not read back); a digest whose size does not match, and files without one, are hashed from disk.
+TEST_F(CheckpointLayout, MarkerTakesTheWritersDigestsWhenTheSizeMatches) {
+  const fs::path staging = prepare_staging_dir(root_.string(), 8);
+  write_tensor_file(staging / kCheckpointLoraFile, 10, 1.0f);
+  write_tensor_file(staging / kCheckpointStateFile, 20, 0.5f,
+                    train_position_metadata(sample_position(8)));
+  write_tensor_file(staging / "rng" / "rank-0.safetensors", 3, 7.0f);
+  const std::uint64_t lora_size = fs::file_size(staging / kCheckpointLoraFile);
+  WrittenFiles written;
+  // Not the file's real hash, so the manifest shows which source it used.
+  written[kCheckpointLoraFile] = FileDigest{lora_size, std::string(64, 'a')};
+  written[kCheckpointStateFile] = FileDigest{1, std::string(64, 'b')};  // wrong size: re-hashed
+  const fs::path ckpt = publish_staging_dir(staging.string(), root_.string(), 8, written);
+  const CheckpointManifest m = read_commit_marker(ckpt.string());
+  ASSERT_EQ(m.files.size(), 3u);
+  EXPECT_EQ(m.files[0].path, "lora.safetensors");
+  EXPECT_EQ(m.files[0].sha256, std::string(64, 'a'));
+  EXPECT_EQ(m.files[1].sha256, sha256_hex(read_bytes(ckpt / "rng" / "rank-0.safetensors")));
+  EXPECT_EQ(m.files[2].sha256, sha256_hex(read_bytes(ckpt / kCheckpointStateFile)));
+  // The full check re-reads every file, so a wrong writer's digest is caught there.
+  const auto torn = checkpoint_torn_reason(ckpt.string(), CheckpointCheck::kSizesAndHash);
+  ASSERT_TRUE(torn.has_value());
+  EXPECT_NE(torn->find("lora.safetensors has sha256"), std::string::npos) << *torn;
+}
+
+// A checkpoint written the way CheckpointWriter does it (each writer's digest passed on) lists
+// exactly the hashes a read-back gives.
+TEST_F(CheckpointLayout, StreamedWritersDigestsAreTheFilesHashes) {
+  const fs::path staging = prepare_staging_dir(root_.string(), 9);
+  std::vector<float> values(1000, 0.25f);
+  SafetensorsWriter lora;
+  lora.add_view("w", DType::F32, {1000}, values.data(), 4000);
+  lora.set_metadata({{"ss_network_dim", "4"}});
+  WrittenFiles written;
+  written[kCheckpointLoraFile] = lora.write_atomic((staging / kCheckpointLoraFile).string());
+  write_tensor_file(staging / kCheckpointStateFile, 20, 0.5f,
+                    train_position_metadata(sample_position(9)));
+  const fs::path ckpt = publish_staging_dir(staging.string(), root_.string(), 9, written);
+  const CheckpointManifest m = read_commit_marker(ckpt.string());
+  ASSERT_EQ(m.files.size(), 2u);
+  EXPECT_EQ(m.files[0].size, fs::file_size(ckpt / kCheckpointLoraFile));
+  EXPECT_EQ(m.files[0].sha256, sha256_hex(read_bytes(ckpt / kCheckpointLoraFile)));
+  EXPECT_EQ(checkpoint_torn_reason(ckpt.string(), CheckpointCheck::kSizesAndHash), std::nullopt);
+}
+
 TEST_F(CheckpointLayout, NoMarkerIsSkippedWithAWarningAndThePreviousUsed) {
   make(50);
   make(100);

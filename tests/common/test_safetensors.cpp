@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/io/safetensors.h"
@@ -44,28 +46,37 @@ std::vector<T> values(const SafetensorsFile& f, const std::string& name) {
   return out;
 }
 
-// The same tensors as the reference file, added in a different order than it stores them.
-SafetensorsWriter make_reference_writer() {
+// The same tensors as the reference file, added in a different order than it stores them:
+// copied (add) or, with view, pointed at (add_view; the arrays are static so they outlive it).
+SafetensorsWriter make_reference_writer(bool view = false) {
   SafetensorsWriter w;
-  const float down[6] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 2.5f};
-  const uint16_t up_f16[6] = {0x0000, 0x3C00, 0x4000, 0x4200, 0x4400, 0x4500};  // 0..5
-  const float alpha = 4.0f;
-  const uint16_t te_bf16[4] = {0x3F80, 0xBF80, 0x4000, 0x0000};  // 1, -1, 2, 0
-  const int64_t step = 1234;
-  const uint8_t mask[4] = {1, 0, 0, 1};
-  const uint8_t bytes[3] = {0, 127, 255};
-  const double d[2] = {1.5, -2.25};
-  const int32_t i[2] = {-7, 65536};
-  w.add("lora_unet_mid.lora_down.weight", DType::F32, {2, 3}, down, sizeof down);
-  w.add("lora_unet_mid.lora_up.weight", DType::F16, {3, 2}, up_f16, sizeof up_f16);
-  w.add("lora_unet_mid.alpha", DType::F32, {}, &alpha, sizeof alpha);
-  w.add("lora_te_x.lora_down.weight", DType::BF16, {2, 2}, te_bf16, sizeof te_bf16);
-  w.add("step", DType::I64, {1}, &step, sizeof step);
-  w.add("mask", DType::BOOL, {4}, mask, sizeof mask);
-  w.add("empty", DType::F32, {0, 3}, nullptr, 0);
-  w.add("bytes", DType::U8, {3}, bytes, sizeof bytes);
-  w.add("d", DType::F64, {2}, d, sizeof d);
-  w.add("i", DType::I32, {2}, i, sizeof i);
+  static const float down[6] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 2.5f};
+  static const uint16_t up_f16[6] = {0x0000, 0x3C00, 0x4000, 0x4200, 0x4400, 0x4500};  // 0..5
+  static const float alpha = 4.0f;
+  static const uint16_t te_bf16[4] = {0x3F80, 0xBF80, 0x4000, 0x0000};  // 1, -1, 2, 0
+  static const int64_t step = 1234;
+  static const uint8_t mask[4] = {1, 0, 0, 1};
+  static const uint8_t bytes[3] = {0, 127, 255};
+  static const double d[2] = {1.5, -2.25};
+  static const int32_t i[2] = {-7, 65536};
+  auto add = [&](const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                 size_t n) {
+    if (view) {
+      w.add_view(name, dtype, std::move(shape), data, n);
+    } else {
+      w.add(name, dtype, std::move(shape), data, n);
+    }
+  };
+  add("lora_unet_mid.lora_down.weight", DType::F32, {2, 3}, down, sizeof down);
+  add("lora_unet_mid.lora_up.weight", DType::F16, {3, 2}, up_f16, sizeof up_f16);
+  add("lora_unet_mid.alpha", DType::F32, {}, &alpha, sizeof alpha);
+  add("lora_te_x.lora_down.weight", DType::BF16, {2, 2}, te_bf16, sizeof te_bf16);
+  add("step", DType::I64, {1}, &step, sizeof step);
+  add("mask", DType::BOOL, {4}, mask, sizeof mask);
+  add("empty", DType::F32, {0, 3}, nullptr, 0);
+  add("bytes", DType::U8, {3}, bytes, sizeof bytes);
+  add("d", DType::F64, {2}, d, sizeof d);
+  add("i", DType::I32, {2}, i, sizeof i);
   w.set_metadata({{"format", "pt"}, {"ss_network_alpha", "4.0"}, {"ss_note", kNote}});
   return w;
 }
@@ -254,6 +265,50 @@ TEST_F(SafetensorsTest, RoundTripThroughWriteAtomic) {
   SafetensorsFile g = SafetensorsFile::from_bytes(w.serialize(), "memory");
   EXPECT_EQ(g.path(), "memory");
   EXPECT_EQ(values<uint16_t>(g, "z.weight"), big);
+}
+
+// The streamed write (views, no image in memory) gives the reference file's bytes, and its
+// digest is the file's; data_sha256 is kohya's sshs_model_hash of the same data section.
+TEST_F(SafetensorsTest, StreamedWriteOfViewsIsTheReferenceFile) {
+  const std::string path = dir_ + "/streamed.safetensors";
+  written_.push_back(path);
+  const SafetensorsWriter w = make_reference_writer(/*view=*/true);
+  const FileDigest digest = w.write_atomic(path);
+  const std::vector<uint8_t> expected = read_all(kReference);
+  EXPECT_TRUE(read_all(path) == expected);
+  EXPECT_EQ(digest.size, 895u);
+  EXPECT_EQ(digest.sha256, sha256_hex(expected.data(), expected.size()));
+  EXPECT_EQ(digest.sha256, sha256_file_hex(path));
+  EXPECT_TRUE(w.serialize() == expected);
+  EXPECT_EQ(w.data_sha256(), "b3d3b2e37005f6c28c7e54b988d3e27aa8af6007ab8a4b76f7cf58b787f9f19a");
+  EXPECT_EQ(make_reference_writer().data_sha256(), w.data_sha256());
+}
+
+// image_bytes is a window of serialize() without building it: inside the header, across the
+// header/data boundary, inside the data, past the end (clipped) and empty.
+TEST(SafetensorsWrite, ImageBytesAreWindowsOfTheImage) {
+  const SafetensorsWriter w = make_reference_writer(/*view=*/true);
+  const std::vector<uint8_t> image = w.serialize();
+  ASSERT_EQ(image.size(), 895u);
+  const std::vector<std::pair<uint64_t, size_t>> windows = {
+      {0, 8}, {3, 100}, {800, 20}, {808, 87}, {850, 1000}, {894, 1}, {895, 10}, {5000, 4}, {10, 0}};
+  for (const auto& [offset, len] : windows) {
+    const size_t lo = std::min<size_t>(offset, image.size());
+    const size_t hi = std::min<size_t>(offset + len, image.size());
+    const std::vector<uint8_t> want(image.begin() + lo, image.begin() + hi);
+    EXPECT_TRUE(w.image_bytes(offset, len) == want) << offset << "+" << len;
+  }
+}
+
+TEST(Sha256, IncrementalEqualsOneShot) {
+  // FIPS 180-2 test vector: SHA-256("abc").
+  Sha256 h;
+  h.update("a", 1);
+  h.update("", 0);
+  h.update("bc", 2);
+  EXPECT_EQ(h.hex_digest(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_THROW(h.update("x", 1), std::logic_error);
 }
 
 TEST_F(SafetensorsTest, ReadsUnpaddedUnalignedHeader) {

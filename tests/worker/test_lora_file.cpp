@@ -153,6 +153,35 @@ TEST(LoRAFile, SavedFileRoundTripsWithSshsHashes) {
   fs::remove_all(dir);
 }
 
+// Above 1 MiB kohya's legacy hash covers real bytes: SHA-256 over [0x100000, 0x110000) of the
+// file as safetensors.torch.save(tensors, ss_* metadata only) writes it, computed here from that
+// whole serialisation; the returned digest is the written file's.
+TEST(LoRAFile, LegacyHashOfALargeFileIsOfTheSsOnlyImage) {
+  const fs::path dir = fs::temp_directory_path() / ("lf_lora_large_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "x.safetensors").string();
+  torch::manual_seed(4);
+  std::map<std::string, at::Tensor> state = {
+      {"lora_unet_a.lora_down.weight", torch::randn({32, 320})},
+      {"lora_unet_a.lora_up.weight", torch::randn({10240, 32})},  // 1.25 MiB
+      {"lora_unet_a.alpha", torch::tensor(16.0f)},
+  };
+  const std::map<std::string, std::string> metadata = {{"ss_network_dim", "32"},
+                                                       {"modelspec.title", "large"}};
+  const FileDigest digest = save_kohya_lora(path, state, metadata);
+  const std::vector<std::uint8_t> ss_image =
+      serialize_safetensors(state, {{"ss_network_dim", "32"}});
+  ASSERT_GT(ss_image.size(), 0x110000u);
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  EXPECT_EQ(file.metadata().at("sshs_legacy_hash"),
+            sha256_hex(ss_image.data() + 0x100000, 0x10000).substr(0, 8));
+  EXPECT_EQ(file.metadata().at("sshs_model_hash"),
+            sha256_hex(file.data_section(), file.data_size()));
+  EXPECT_EQ(digest.size, fs::file_size(path));
+  EXPECT_EQ(digest.sha256, sha256_file_hex(path));
+  fs::remove_all(dir);
+}
+
 TEST(LoRAFile, MetadataPerFamily) {
   JobConfig c = demo_config();
   LoRATrainingFacts f;

@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 namespace lf {
 
-void save_train_state(const std::string& dir, const TrainState& s) {
-  save_safetensors((fs::path(dir) / kCheckpointStateFile).string(), s.optimizer,
-                   train_position_metadata(s));
+FileDigest save_train_state(const std::string& dir, const TrainState& s) {
+  return save_safetensors((fs::path(dir) / kCheckpointStateFile).string(), s.optimizer,
+                          train_position_metadata(s));
 }
 
 TrainState load_train_state(const std::string& dir) {
@@ -29,15 +29,16 @@ TrainState load_train_state(const std::string& dir) {
   return s;
 }
 
-void save_rng_state(const std::string& dir, int rank, const at::Tensor& state) {
-  const fs::path rng_dir = fs::path(dir) / "rng";
-  fs::create_directories(rng_dir);
-  save_safetensors((rng_dir / ("rank-" + std::to_string(rank) + ".safetensors")).string(),
-                   {{"rng_state", state}}, {{"rank", std::to_string(rank)}});
+std::string rng_state_file(int rank) { return "rng/rank-" + std::to_string(rank) + ".safetensors"; }
+
+FileDigest save_rng_state(const std::string& dir, int rank, const at::Tensor& state) {
+  fs::create_directories(fs::path(dir) / "rng");
+  return save_safetensors((fs::path(dir) / rng_state_file(rank)).string(), {{"rng_state", state}},
+                          {{"rank", std::to_string(rank)}});
 }
 
 std::optional<at::Tensor> load_rng_state(const std::string& dir, int rank) {
-  const fs::path file = fs::path(dir) / "rng" / ("rank-" + std::to_string(rank) + ".safetensors");
+  const fs::path file = fs::path(dir) / rng_state_file(rank);
   if (!fs::exists(file)) return std::nullopt;
   LoadedTensors loaded = load_safetensors(file.string(), false);
   auto it = loaded.tensors.find("rng_state");

@@ -299,8 +299,9 @@ std::map<std::string, at::Tensor> tensors_in_save_precision(
   return out;
 }
 
-void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,
-                     std::map<std::string, std::string> metadata) {
+FileDigest save_kohya_lora(const std::string& path,
+                           const std::map<std::string, at::Tensor>& lora_state,
+                           std::map<std::string, std::string> metadata) {
   // Upper bound of the header: the metadata serialised alone, plus per tensor its JSON-escaped
   // name and at most 160 bytes of dtype / shape / offsets, plus the sshs keys still to come.
   {
@@ -326,19 +327,19 @@ void save_kohya_lora(const std::string& path, const std::map<std::string, at::Te
                                std::to_string(largest_size) + " bytes); not written");
     }
   }
-  // kohya hashes a serialisation that carries only the ss_* keys.
+  // kohya hashes a serialisation that carries only the ss_* keys: its data section is the same
+  // whatever the metadata, its 64 KiB at 1 MiB are not.
   std::map<std::string, std::string> ss_only;
   for (const auto& [k, v] : metadata) {
     if (k.rfind("ss_", 0) == 0) ss_only[k] = v;
   }
-  const std::vector<std::uint8_t> image = serialize_safetensors(lora_state, ss_only);
-  const SafetensorsFile parsed = SafetensorsFile::from_bytes(image, path + " (in memory)");
-  metadata["sshs_model_hash"] = sha256_hex(parsed.data_section(), parsed.data_size());
+  TensorsWriter out = make_tensors_writer(lora_state, ss_only);
   const std::size_t legacy_begin = 0x100000, legacy_len = 0x10000;
-  const std::size_t begin = std::min(legacy_begin, image.size());
-  const std::size_t len = std::min(legacy_len, image.size() - begin);
-  metadata["sshs_legacy_hash"] = sha256_hex(image.data() + begin, len).substr(0, 8);
-  save_safetensors(path, lora_state, metadata);
+  const std::vector<std::uint8_t> legacy = out.writer.image_bytes(legacy_begin, legacy_len);
+  metadata["sshs_model_hash"] = out.writer.data_sha256();
+  metadata["sshs_legacy_hash"] = sha256_hex(legacy.data(), legacy.size()).substr(0, 8);
+  out.writer.set_metadata(std::move(metadata));
+  return out.writer.write_atomic(path);
 }
 
 std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::string& text) {

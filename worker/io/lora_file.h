@@ -13,6 +13,7 @@
 #include "common/data/dataset.h"
 #include "common/data/dataset_metadata.h"  // kohya_bucket_info_json
 #include "common/data/epoch_plan.h"
+#include "common/io/sha256.h"
 #include "common/util/py_format.h"         // py_float
 #include "worker/core/lora/lora_network.h"
 
@@ -75,10 +76,13 @@ std::map<std::string, at::Tensor> tensors_in_save_precision(
 // Adds sshs_model_hash (SHA-256 of the tensor data section) and sshs_legacy_hash (first 8 hex
 // of SHA-256 over 64 KiB at 1 MiB of the ss_*-only serialisation), as kohya
 // train_util.precalculate_safetensors_hashes, then writes atomically (temp, fsync, rename).
+// The tensors are hashed and written from their own memory, never serialised into a buffer.
+// Returns the written file's size and SHA-256 (for a checkpoint's COMMITTED manifest).
 // Throws std::runtime_error naming the path on I/O errors, and (writing nothing) when the
 // safetensors header (tensor entries + metadata) could exceed kMaxSafetensorsHeaderBytes.
-void save_kohya_lora(const std::string& path, const std::map<std::string, at::Tensor>& lora_state,
-                     std::map<std::string, std::string> metadata);
+FileDigest save_kohya_lora(const std::string& path,
+                           const std::map<std::string, at::Tensor>& lora_state,
+                           std::map<std::string, std::string> metadata);
 
 // Parses diffusers' "lora_adapter_metadata" JSON (PEFT LoraConfig fields, keys prefixed
 // "unet." / "text_encoder." / "text_encoder_2." or unprefixed) into per-component alpha configs

@@ -51,19 +51,21 @@ DType to_dtype(at::ScalarType t, const std::string& name) {
   }
 }
 
-SafetensorsWriter make_writer(const std::map<std::string, at::Tensor>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
-  SafetensorsWriter w;
+}  // namespace
+
+TensorsWriter make_tensors_writer(const std::map<std::string, at::Tensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+  TensorsWriter w;
+  w.viewed.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) {
     at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
     std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-    w.add(name, to_dtype(t.scalar_type(), name), shape, t.data_ptr(), t.nbytes());
+    w.writer.add_view(name, to_dtype(t.scalar_type(), name), shape, t.data_ptr(), t.nbytes());
+    w.viewed.push_back(std::move(t));
   }
-  w.set_metadata(metadata);
+  w.writer.set_metadata(metadata);
   return w;
 }
-
-}  // namespace
 
 LoadedTensors load_safetensors(const std::string& path, bool use_mmap,
                                at::ScalarType float_dtype) {
@@ -101,15 +103,16 @@ LoadedTensors load_safetensors(const std::string& path, bool use_mmap,
   return out;
 }
 
-void save_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  make_writer(tensors, metadata).write_atomic(path);
+FileDigest save_safetensors(const std::string& path,
+                            const std::map<std::string, at::Tensor>& tensors,
+                            const std::map<std::string, std::string>& metadata) {
+  return make_tensors_writer(tensors, metadata).writer.write_atomic(path);
 }
 
 std::vector<std::uint8_t> serialize_safetensors(
     const std::map<std::string, at::Tensor>& tensors,
     const std::map<std::string, std::string>& metadata) {
-  return make_writer(tensors, metadata).serialize();
+  return make_tensors_writer(tensors, metadata).writer.serialize();
 }
 
 }  // namespace lf

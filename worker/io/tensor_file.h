@@ -7,6 +7,10 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
+
+#include "common/io/safetensors.h"
+#include "common/io/sha256.h"
 
 namespace lf {
 
@@ -30,9 +34,23 @@ LoadedTensors load_safetensors(const std::string& path, bool use_mmap = true,
                                at::ScalarType float_dtype = at::kFloat);
 
 // Writes tensors (moved to CPU, made contiguous) with metadata atomically (temp file, fsync,
-// rename). Supported dtypes: float32/16, bfloat16, float64, int64, int32, uint8, bool.
-void save_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
-                      const std::map<std::string, std::string>& metadata);
+// rename), streamed from the tensors' own memory: CPU-contiguous tensors are not copied.
+// Returns the file's size and SHA-256, hashed as it was written. Supported dtypes:
+// float32/16, bfloat16, float64, int64, int32, uint8, bool. Throws std::runtime_error naming
+// the path on I/O errors, std::invalid_argument naming a tensor of another dtype.
+FileDigest save_safetensors(const std::string& path,
+                            const std::map<std::string, at::Tensor>& tensors,
+                            const std::map<std::string, std::string>& metadata);
+
+// A safetensors writer over views of `tensors` (moved to CPU and made contiguous only where they
+// are not already), holding the tensors it views: nothing is copied until it writes. The
+// tensors must not be modified in place while it is used.
+struct TensorsWriter {
+  std::vector<at::Tensor> viewed;
+  SafetensorsWriter writer;
+};
+TensorsWriter make_tensors_writer(const std::map<std::string, at::Tensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata);
 
 // Serialises the same way without writing (for hashing, tests).
 std::vector<std::uint8_t> serialize_safetensors(

@@ -36,7 +36,11 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
       throw;
     }
   };
-  discard_on_error([&] { save_rng_state(staging, rank, gen.get_state()); });
+  // Digests of what this rank wrote, so COMMITTED does not read the files back to hash them.
+  WrittenFiles written_files;
+  discard_on_error([&] {
+    written_files[rng_state_file(rank)] = save_rng_state(staging, rank, gen.get_state());
+  });
 
   // Schedule-free optimizers save what they evaluate (x), as kohya calls optimizer.eval()
   // before saving, on every rank so the ranks stay identical; training resumes at y.
@@ -86,16 +90,17 @@ CheckpointWriter::Written CheckpointWriter::write(const TrainState& state, SaveR
     const auto lora_state = lora.state_dict();
     const auto metadata = kohya_lora_metadata(config, facts);
     discard_on_error([&] {
-      save_kohya_lora((fs::path(staging) / kCheckpointLoraFile).string(), lora_state, metadata);
+      written_files[kCheckpointLoraFile] =
+          save_kohya_lora((fs::path(staging) / kCheckpointLoraFile).string(), lora_state, metadata);
       TrainState to_save = state;
       to_save.optimizer = optimizer.state_dict(param_names);
       to_save.plan_epoch = plan.epoch;
       to_save.plan_digest = epoch_plan_digest(plan);
-      save_train_state(staging, to_save);
+      written_files[kCheckpointStateFile] = save_train_state(staging, to_save);
     });
     comm.barrier();  // every rank's RNG file is durable
     // Renames the staging dir into place and writes COMMITTED last (cleans up itself on error).
-    publish_staging_dir(staging, root.string(), state.global_step);
+    publish_staging_dir(staging, root.string(), state.global_step, written_files);
     const std::string& stem = config.output.output_name;
     const std::string copy_name = lora_copy_name(stem, reason, state.global_step, state.epoch);
     // The user's file in output.save_precision; the checkpoint's copy above keeps the training
