@@ -40,7 +40,8 @@ std::string read_caption_file(const std::string& path, bool* empty, int* extra_l
 std::string decode_caption_bytes(std::string bytes, const std::string& label, bool* empty,
                                  int* extra_lines);
 
-// Processes one sample's caption in kohya's order (process_caption, §2.4):
+// Processes one sample's caption in kohya's order (sd-scripts library/train_util.py
+// BaseDataset.process_caption):
 //   1. prefix/suffix joined with a single space;
 //   2. dropout: rng < caption_dropout_rate, or epoch % every_n == 0 -> "";
 //   3. split at caption_separator (tags trimmed, empty tags dropped) into fixed / flexible /

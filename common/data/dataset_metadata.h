@@ -1,5 +1,5 @@
-// The dataset part of a LoRA file's kohya metadata (kohya sd-scripts train_network.py, §7.2 of
-// the spec notes): ss_tag_frequency, ss_dataset_dirs / ss_reg_dataset_dirs and, for jobs with a
+// The dataset part of a LoRA file's kohya metadata (kohya sd-scripts train_network.py, the
+// training metadata it builds before saving): ss_tag_frequency, ss_dataset_dirs / ss_reg_dataset_dirs and, for jobs with a
 // dataset config, ss_datasets. All values are JSON text, as kohya's json.dumps.
 //
 // Tag frequencies grow with the dataset, so they are capped: the safetensors header of a LoRA

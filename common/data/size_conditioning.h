@@ -3,7 +3,8 @@
 // pooled text embedding (sgm ConcatTimestepEmbedderND; diffusers add_time_ids).
 //
 // kohya approximates the crop with a letterbox formula from the original size and ignores
-// random_crop (kohya_comfy_spec §1.4); lorafleet knows each sample's real crop from the epoch
+// random_crop (sd-scripts library/train_util.py BaseDataset.__getitem__, crop_ltrb from
+// BucketManager.get_crop_ltrb); lorafleet knows each sample's real crop from the epoch
 // plan, so it sends what SDXL was trained on: the true pixel offset of the bucket window inside
 // the resized image.
 #pragma once

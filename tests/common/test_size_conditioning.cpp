@@ -8,8 +8,8 @@
 namespace lf {
 namespace {
 
-// A 1000x750 photo in bucket 576x448, resized to 597x448 (kohya's example in
-// kohya_comfy_spec §1.4): 21 px of horizontal slack, none vertical.
+// A 1000x750 photo in bucket 576x448, resized to 597x448 (as sd-scripts' BucketManager
+// resizes it for that bucket): 21 px of horizontal slack, none vertical.
 ImageRecord photo() {
   ImageRecord r;
   r.path = "/data/10_x/photo.jpg";

@@ -24,7 +24,8 @@ struct Layer {
 };
 
 // Every Linear / Conv2d layer path of an ldm UNet below time_embed / conv_in / out, following the
-// §B.1 wiring with the general L rule. depth[level] = transformer blocks (0 = no attention).
+// wiring of ldm's openaimodel.UNetModel (input_blocks / middle_block / output_blocks) with the
+// general L rule. depth[level] = transformer blocks (0 = no attention).
 std::vector<Layer> ldm_layers(const std::vector<int64_t>& mult, int64_t L,
                               const std::vector<int64_t>& depth, int64_t depth_mid, int64_t ch0,
                               bool linear_proj) {

@@ -1,7 +1,8 @@
 // On-disk latent cache (kohya's --cache_latents_to_disk): one safetensors file per (image
 // content, bucket, resize, crop, flip, alpha mask, VAE), so a later run, another rank or a resume
 // skips the VAE encode. Unlike kohya's "<stem>_<W>x<H>_sd.npz" next to the image (named by the
-// original size only, and reused after a bucket change without a shape check, spec §9), the file
+// original size only, and reused after a bucket change without a shape check: sd-scripts
+// library/train_util.py is_disk_cached_latents_is_expected / load_latents_from_disk), the file
 // is named by a digest of the whole key, holds the full key in its metadata and is validated
 // before use.
 #pragma once
@@ -15,7 +16,8 @@
 namespace lf {
 
 // Everything that determines an image's latents. Sizes are pixels; the bucket is the encoded
-// image size (kohya's bucket_reso), resized_* the image size before the crop (§1.4).
+// image size (kohya's bucket_reso), resized_* the image size before the crop (kohya's
+// resized_size).
 struct LatentCacheKey {
   std::string content_sha256;  // of the image file's bytes (sha256_file_hex), lowercase hex
   int bucket_width = 0;
