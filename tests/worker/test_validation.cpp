@@ -69,5 +69,33 @@ TEST(Validation, BatchesGroupByDatasetAndBucketInTheDatasetsBatchSize) {
   EXPECT_EQ(indices(two[1]), (std::vector<int>{3}));
 }
 
+// A subset with random captions has no prefix in its base caption (it is added when a sample
+// is planned); its validation samples carry the caption processed without the randomness: prefix
+// and suffix joined, the tags in their written order. A subset with fixed captions keeps its
+// (already processed) base caption.
+TEST(Validation, RandomCaptionSubsetsAreScoredWithTheirFixedParts) {
+  Dataset ds = held_out({{0, {64, 64}}, {0, {64, 64}}});
+  ds.subsets.resize(2);
+  CaptionOptions& random = ds.subsets[0].config.caption;
+  random.shuffle_caption = true;
+  random.caption_prefix = "sks";
+  random.caption_suffix = "photo";
+  random.keep_tokens_separator = "|||";
+  random.caption_dropout_rate = 0.5;
+  ds.images[0].subset_index = 0;
+  ds.images[0].caption = "a dog ||| red, blue";
+  ds.images[1].subset_index = 1;  // fixed captions: the base caption is final
+  ds.images[1].caption = "a cat";
+  const std::vector<GlobalBatch> batches = Validation::make_batches(ds, 0);
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].samples.size(), 2u);
+  const PlanSample& dog = batches[0].samples[0];
+  EXPECT_TRUE(dog.has_caption);
+  EXPECT_EQ(dog.caption, "sks a dog ||| red, blue photo");
+  EXPECT_FALSE(batches[0].samples[1].has_caption);
+  // The same every time it is built.
+  EXPECT_EQ(Validation::make_batches(ds, 0)[0].samples[0].caption, dog.caption);
+}
+
 }  // namespace
 }  // namespace lf

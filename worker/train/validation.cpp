@@ -3,6 +3,11 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+#include <random>
+#include <string>
+
+#include "common/data/caption.h"
 #include "common/data/validation_split.h"
 #include "common/util/elapsed.h"
 #include "worker/core/train/autocast.h"
@@ -26,6 +31,30 @@ std::vector<std::int64_t> Validation::timesteps(std::int64_t min_timestep,
   return out;
 }
 
+namespace {
+
+// Random captions (shuffled, dropped out) get their prefix and suffix only when planned, so their
+// base caption lacks them. A validation sample is scored with the caption processed once without
+// the randomness (no shuffle, no dropout: kohya's process_caption then joins prefix and suffix
+// and leaves the rest as written): the same text at every validation, with the trigger words
+// every training caption of the subset carries. nullopt: the base caption is final already.
+std::optional<std::string> fixed_validation_caption(const Dataset& dataset,
+                                                    const ImageRecord& img) {
+  if (img.subset_index < 0 || img.subset_index >= static_cast<int>(dataset.subsets.size())) {
+    return std::nullopt;
+  }
+  CaptionOptions options = dataset.subsets[img.subset_index].config.caption;
+  if (!options.is_random()) return std::nullopt;
+  options.shuffle_caption = false;
+  options.caption_dropout_rate = 0.0;
+  options.caption_dropout_every_n_epochs = 0;
+  options.caption_tag_dropout_rate = 0.0;
+  std::mt19937_64 unused(0);  // nothing random is left to draw
+  return process_caption(img.caption, options, 1, unused);
+}
+
+}  // namespace
+
 std::vector<GlobalBatch> Validation::make_batches(const Dataset& dataset, int max_batches) {
   std::vector<GlobalBatch> out;
   for (const int index : validation_images(dataset)) {
@@ -43,6 +72,10 @@ std::vector<GlobalBatch> Validation::make_batches(const Dataset& dataset, int ma
     }
     PlanSample sample;  // centre crop, no flip, the base caption, loss weight 1
     sample.image_index = index;
+    if (auto caption = fixed_validation_caption(dataset, img)) {
+      sample.caption = std::move(*caption);
+      sample.has_caption = true;
+    }
     out.back().samples.push_back(sample);
   }
   return out;
