@@ -77,7 +77,13 @@ static void log_dataset_summary(const Dataset& d) {
 // is read) so that a pickle (.ckpt/.pt) or a truncated download fails here, once, before every
 // rank loads a model.
 namespace {
-void validate_checkpoint_file(const std::string& path, const std::string& config_name) {
+void validate_checkpoint_file(const std::string& path, const std::string& config_name,
+                              const std::string& key = "model.pretrained_model_name_or_path") {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw ConfigError(config_name + ": " + key + ": " + path +
+                      " does not exist (expected a single-file .safetensors " +
+                      (key == "network.network_weights" ? "LoRA" : "checkpoint") + ")");
+  }
   try {
     SafetensorsFile::open(path);
   } catch (const std::exception& e) {
@@ -87,7 +93,7 @@ void validate_checkpoint_file(const std::string& path, const std::string& config
              "refused: convert it to a single-file .safetensors with the same keys first (see "
              "docs/models.md; a diffusers folder is not a single file)";
     }
-    throw ConfigError(config_name + ": model.pretrained_model_name_or_path: " + e.what() + hint);
+    throw ConfigError(config_name + ": " + key + ": " + e.what() + hint);
   }
 }
 }  // namespace
@@ -146,13 +152,13 @@ void CoordinatorJob::read_sample_prompts() {
 
 void CoordinatorJob::check_job_files() const {
   // Fail before any worker starts loading: every rank would otherwise fail the same way.
-  const std::string& ckpt = config_.model.pretrained_model_name_or_path;
-  if (!std::filesystem::is_regular_file(ckpt)) {
-    throw ConfigError(config_.source_name + ": model.pretrained_model_name_or_path: " + ckpt +
-                      " does not exist (expected a single-file .safetensors "
-                      "checkpoint)");
+  validate_checkpoint_file(config_.model.pretrained_model_name_or_path, config_.source_name);
+  // A LoRA to continue from (kohya --network_weights): every rank would open it after loading
+  // the model.
+  if (!config_.network.network_weights.empty()) {
+    validate_checkpoint_file(config_.network.network_weights, config_.source_name,
+                             "network.network_weights");
   }
-  validate_checkpoint_file(ckpt, config_.source_name);
   const std::string& vocab = config_.model.tokenizer_vocab;
   if (!std::filesystem::is_regular_file(vocab)) {
     throw ConfigError(config_.source_name + ": model.tokenizer_vocab: " + vocab +
@@ -320,7 +326,7 @@ JobSchedule CoordinatorJob::set_world_size(int world_size, int gradient_accumula
   return s;
 }
 
-JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
+JobSchedule CoordinatorJob::set_resume(const TrainPosition& resume) {
   JobSchedule s;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -331,8 +337,11 @@ JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
   }
   const PlanOptions options = plan_options(s.world_size);
   const std::int64_t accum = s.gradient_accumulation_steps;
+  // At an epoch's start the lineage is the finished epoch's, not one of `resume.epoch`.
+  const std::vector<PlanSegment> consumed =
+      resume.step_in_epoch > 0 ? resume.plan_lineage : std::vector<PlanSegment>{};
   std::int64_t lineage_batches = 0;
-  for (const PlanSegment& seg : resume.lineage) {
+  for (const PlanSegment& seg : consumed) {
     if (seg.world_size < 1 || seg.batches < 0) {
       throw std::invalid_argument("resume: a plan segment has world_size " +
                                   std::to_string(seg.world_size) + " and " +
@@ -340,16 +349,16 @@ JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
     }
     lineage_batches += seg.batches;
   }
-  if (resume.epoch < 0 || resume.global_step < 0 || lineage_batches != resume.batches_in_epoch) {
+  if (resume.epoch < 0 || resume.global_step < 0 || lineage_batches != resume.step_in_epoch) {
     throw std::invalid_argument(
         "resume: epoch " + std::to_string(resume.epoch) + ", global_step " +
-        std::to_string(resume.global_step) + ", " + std::to_string(resume.batches_in_epoch) +
+        std::to_string(resume.global_step) + ", " + std::to_string(resume.step_in_epoch) +
         " batches consumed, but the plan lineage adds up to " + std::to_string(lineage_batches));
   }
   // The resumed epoch's plan: the checkpoint's, continued on this world size after its prefix.
   std::vector<PlanSegment> lineage;
-  if (resume.batches_in_epoch > 0) {
-    lineage = resume.lineage;
+  if (resume.step_in_epoch > 0) {
+    lineage = consumed;
     lineage.push_back({s.world_size, 0});
   }
   const int r = resume.epoch;
@@ -364,11 +373,10 @@ JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
   }
   const std::int64_t resumed_batches =
       resumed ? static_cast<std::int64_t>(resumed->batches.size()) : 0;
-  if (resumed && resume.batches_in_epoch >= resumed_batches) {
-    throw std::invalid_argument("resume: " + std::to_string(resume.batches_in_epoch) +
+  if (resumed && resume.step_in_epoch >= resumed_batches) {
+    throw std::invalid_argument("resume: " + std::to_string(resume.step_in_epoch) +
                                 " batches of epoch " + std::to_string(r + 1) +
-                                " consumed, but its plan holds " +
-                                std::to_string(resumed_batches));
+                                " consumed, but its plan holds " + std::to_string(resumed_batches));
   }
   auto batches_of = [&](int e) -> std::int64_t {
     if (e == r && resumed) return resumed_batches;
@@ -379,7 +387,7 @@ JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
   auto steps_of = [&](std::int64_t batches) { return (batches + accum - 1) / accum; };
   // Checkpoints fall on optimizer steps, so the consumed prefix is whole steps.
   const std::int64_t remaining =
-      resumed ? steps_of(resumed_batches) - resume.batches_in_epoch / accum : 0;
+      resumed ? steps_of(resumed_batches) - resume.step_in_epoch / accum : 0;
   JobSchedule out = s;
   if (t.max_train_epochs > 0) {
     out.num_epochs = t.max_train_epochs;
@@ -414,12 +422,11 @@ JobSchedule CoordinatorJob::set_resume(const JobResume& resume) {
   resumed_epoch_ = resumed ? r : -1;
   resumed_lineage_ = lineage;
   if (resumed) plan_cache_[r] = resumed;
-  LF_INFO("resume at global_step " << resume.global_step << ", epoch " << r + 1 << " after "
-                                   << resume.batches_in_epoch << " batches: " << remaining
-                                   << " steps left in that epoch on world_size "
-                                   << out.world_size << ", max_train_steps "
-                                   << out.max_train_steps << ", " << out.num_epochs
-                                   << " epochs");
+  LF_INFO("resume at global_step "
+          << resume.global_step << ", epoch " << r + 1 << " after " << resume.step_in_epoch
+          << " batches: " << remaining << " steps left in that epoch on world_size "
+          << out.world_size << ", max_train_steps " << out.max_train_steps << ", " << out.num_epochs
+          << " epochs");
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/checkpoint/train_position.h"
 #include "common/config/job_config.h"
 #include "common/data/dataset.h"
 #include "common/data/epoch_plan.h"
@@ -30,18 +31,6 @@ struct JobSchedule {
   // Regularization images in none of the job's epoch plans (reg_selection decides; the last
   // epoch may be cut short by max_train_steps, so this is a lower bound on unused images).
   int reg_images_never_used = 0;
-};
-
-// Where a resumed group continues (from a checkpoint's train state). The epoch it resumes in is
-// served as the plan the checkpoint trained on, continued on the new world size
-// (build_continued_epoch_plan), so the rest of that epoch holds exactly its remaining samples.
-struct JobResume {
-  std::int64_t global_step = 0;       // optimizer steps completed
-  int epoch = 0;                      // 0-based epoch of the next step
-  std::int64_t batches_in_epoch = 0;  // global batches of `epoch` consumed
-  // The (world_size, batches) segments `epoch`'s batches_in_epoch were consumed in (their sum);
-  // empty when batches_in_epoch is 0.
-  std::vector<PlanSegment> lineage;
 };
 
 // The dataset scan options of a config (its datasets and the dataset section's scan keys).
@@ -67,15 +56,17 @@ class CoordinatorJob {
   // then. Undoes set_resume. Thread-safe.
   JobSchedule set_world_size(int world_size, int gradient_accumulation_steps = 0);
   // Replans the rest of the job, under the current world size, for a group resuming at
-  // `resume`. The resumed epoch is served as the checkpoint's plan continued on this world size
-  // (its batches keep the consumed prefix, so epoch_batches counts the whole epoch); later epochs
-  // are planned as usual. max_train_epochs given: max_train_steps = resume.global_step + the
-  // resumed epoch's remaining steps + the later epochs' steps (so the LR schedule's total
-  // follows the new world size; with no world-size change it equals the fresh schedule's).
-  // max_train_steps given: kept; num_epochs covers it. Throws std::logic_error without a
-  // schedule, std::invalid_argument when the lineage does not add up to batches_in_epoch or
-  // consumes more batches than the plan holds; the job is unchanged then. Thread-safe.
-  JobSchedule set_resume(const JobResume& resume);
+  // `resume` (a checkpoint's position: global_step, epoch, step_in_epoch global batches of it
+  // consumed, in the plan_lineage segments). The resumed epoch is served as the checkpoint's
+  // plan continued on this world size (its batches keep the consumed prefix, so epoch_batches
+  // counts the whole epoch); later epochs are planned as usual. max_train_epochs given:
+  // max_train_steps = resume.global_step + the resumed epoch's remaining steps + the later epochs'
+  // steps (so the LR schedule's total follows the new world size; with no world-size change it
+  // equals the fresh schedule's). max_train_steps given: kept; num_epochs covers it. Throws
+  // std::logic_error without a schedule, std::invalid_argument when the lineage does not add up to
+  // step_in_epoch or consumes more batches than the plan holds; the job is unchanged then.
+  // Thread-safe.
+  JobSchedule set_resume(const TrainPosition& resume);
   // Forgets the world_size (e.g. the only registration that set it timed out). Thread-safe.
   void clear_world_size();
   // Whether set_world_size succeeded (and was not cleared). Thread-safe.

@@ -5,28 +5,12 @@
 #include "coordinator/resume_point.h"
 
 #include <filesystem>
-#include <stdexcept>
 
 #include "common/checkpoint/checkpoint_layout.h"
 
 namespace fs = std::filesystem;
 
 namespace lf {
-
-CheckpointPosition read_checkpoint_position(const std::string& dir) {
-  CheckpointPosition p;
-  static_cast<TrainPosition&>(p) = read_train_position(dir);
-  p.dir = fs::absolute(dir).lexically_normal().string();
-  if (p.world_size < 1 || p.global_step < 0 || p.epoch < 0 || p.step_in_epoch < 0) {
-    throw std::runtime_error(dir +
-                             "/train_state.safetensors: train state position is out of "
-                             "range (world_size " +
-                             std::to_string(p.world_size) + ", global_step " +
-                             std::to_string(p.global_step) + ", epoch " + std::to_string(p.epoch) +
-                             ", step_in_epoch " + std::to_string(p.step_in_epoch) + ")");
-  }
-  return p;
-}
 
 std::optional<CheckpointPosition> resolve_resume_request(const std::string& request,
                                                          const std::string& output_dir) {

@@ -3,22 +3,12 @@
 // (read from the safetensors header's metadata only, never the optimizer tensors).
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "common/checkpoint/checkpoint_layout.h"
 #include "common/checkpoint/train_position.h"
 
 namespace lf {
-
-// A committed checkpoint: its directory and the position its train state records
-// (common/checkpoint/checkpoint_layout.h TrainPosition; step_in_epoch = global batches of
-// `epoch` consumed, plan_lineage = the (world_size, batches) segments they were served in).
-struct CheckpointPosition : TrainPosition {
-  std::string dir;  // absolute checkpoint directory
-};
 
 // Resolves what the workers' --resume said: "" -> nullopt (fresh run); "auto" -> the newest
 // COMMITTED checkpoint under <output_dir>/checkpoints (torn ones skipped with a warning), or
@@ -28,9 +18,5 @@ struct CheckpointPosition : TrainPosition {
 // named path holds no complete checkpoint or its train state is missing or malformed.
 std::optional<CheckpointPosition> resolve_resume_request(const std::string& request,
                                                          const std::string& output_dir);
-
-// The position recorded in `dir`/train_state.safetensors. Throws std::runtime_error naming
-// the file when it is missing, not a safetensors file, or lacks a position field.
-CheckpointPosition read_checkpoint_position(const std::string& dir);
 
 }  // namespace lf

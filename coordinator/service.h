@@ -1,15 +1,15 @@
-// CoordinatorService: the lorafleet.v1.Coordinator gRPC service (synchronous API). It owns the
-// job's membership (registration barrier, generations), progress and liveness per rank,
-// checkpoint commits and the end of the job. Handlers run on gRPC's thread pool; all state is
-// guarded by one mutex, and blocking happens only in Register and wait_until_done*.
+// CoordinatorService: the lorafleet.v1.Coordinator gRPC service (synchronous API). It checks
+// every call's job token, translates messages, holds the one mutex, and drives the plain
+// classes that decide: Membership (generations, rank slots, leases, restarts),
+// GroupResume (where a formed group starts), CheckpointCommits (which steps every rank made
+// durable); it records their transitions in the StateStore, exports metrics and ends the job.
+// Handlers run on gRPC's thread pool; blocking happens only in Register, in Rendezvous
+// (outside the mutex) and wait_until_done*.
 //
-// Generations: registering -> running (complete_registration) -> ended (a rank failed, went
-// silent, was preempted or re-registered) -> registering the next one, within
-// rendezvous_timeout. RPCs that carry an older generation (or the ended one) are refused with
-// ABORTED; progress reports get stop=true instead. A new generation after an earlier one counts
-// a restart of the cause that ended it; more than max_restarts (preemptions excepted) fail the
-// job. The job is done when every rank of a generation finished ok. With a StateStore, every
-// such transition is durable and a restarted coordinator continues where it stopped.
+// RPCs that carry an older generation (or the ended one) are refused with ABORTED; progress
+// reports get stop=true instead. The job is done when every rank of a generation finished ok.
+// With a StateStore, every transition is durable and a restarted coordinator continues where it
+// stopped.
 #pragma once
 
 #include <chrono>
@@ -23,18 +23,24 @@
 #include <thread>
 #include <vector>
 
+#include "common/rendezvous/key_value_store.h"
 #include "coordinator/auth.h"
+#include "coordinator/checkpoint_commits.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/finished_job.h"
+#include "coordinator/group_resume.h"
 #include "coordinator/job.h"
+#include "coordinator/membership.h"
 #include "coordinator/operator_control.h"
 #include "coordinator/progress_history.h"
-#include "coordinator/resume_point.h"
 #include "coordinator/state_store.h"
 #include "lorafleet/v1/control.pb.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 
 namespace lf {
+
+// "1.5 s": a duration for messages.
+std::string seconds_text(std::chrono::milliseconds d);
 
 struct ServiceOptions {
   // > 0 fixes world_size up front; 0 takes it from the first Register.
@@ -97,6 +103,12 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
                                 lorafleet::v1::CheckpointAck* response) override;
   grpc::Status Finish(grpc::ServerContext* context, const lorafleet::v1::FinishRequest* request,
                       lorafleet::v1::FinishAck* response) override;
+  // The running generation's rendezvous store (coordinator/rendezvous_handler.h), for ranks of
+  // that generation only: ABORTED for another generation, FAILED_PRECONDITION while none runs.
+  // GET and WAIT block outside the service's mutex.
+  grpc::Status Rendezvous(grpc::ServerContext* context,
+                          const lorafleet::v1::RendezvousRequest* request,
+                          lorafleet::v1::RendezvousResponse* response) override;
 
   // Blocks until the job is done (all ranks of a generation finished ok, or the job failed:
   // rendezvous timeout, max_restarts exhausted; or shutdown()); returns the exit code: 0 when
@@ -137,47 +149,18 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
  private:
   using Clock = std::chrono::steady_clock;
 
-  struct RankState {
-    bool registered = false;
-    bool finished = false;
-    bool ok = true;
-    bool preempted = false;
-    bool stopped = false;               // finished after an operator's stop
-    bool cancelled = false;             // exited on an operator's cancel
-    std::uint64_t registration_id = 0;  // which Register call holds this slot
-    std::string error;
-    std::string hostname;
-    std::string device;
-    int pid = 0;
-    int metrics_port = 0;
-    std::string rendezvous_address;  // rank 0 in env mode: relayed to every rank
-    std::string nccl_unique_id;
-    Clock::time_point last_seen{};
-    bool in_register = false;  // blocked in Register: alive however long it waits
-    bool stall_warned = false;
-    std::int64_t global_step = 0;
-    int epoch = 0;
-    double loss = 0.0;
-    double learning_rate = 0.0;
-    std::int64_t samples = 0;
-    double samples_per_second = 0.0;
-    double step_seconds = 0.0;   // the last step's wall time, for the ETA
-    std::string resume_request;  // RegisterRequest.resume_point.checkpoint: "", "auto" or a path
-    int restart_count = 0;       // RegisterRequest.restart_count (lorafleet-launch's restarts)
-  };
-
   // All helpers below require mutex_ held.
-  grpc::Status check_rank(int rank, const char* rpc) const;
-  grpc::Status check_running_rank(int rank, const char* rpc) const;
-  // OK when `generation` is 0 (not sent) or the running one; else ABORTED naming it.
-  grpc::Status check_generation(std::uint64_t generation, int rank, const char* rpc) const;
-  // The barrier completed: the generation is formed (restart counted, assignment fixed and
-  // stored, leases started).
+  // A gRPC status for a Membership check: OK for nullopt.
+  static grpc::Status status_of(const std::optional<Refusal>& refusal);
+  // The barrier completed: the generation is formed (restart counted, group resume planned,
+  // assignment fixed and stored, leases started).
   void complete_registration(Clock::time_point now);
   // Ends the running generation (no-op otherwise): its ranks are dropped, RPCs carrying it are
   // refused, and the next generation must register within rendezvous_timeout.
   void end_generation(const std::string& cause, const std::string& detail, Clock::time_point now);
   void restore(const StoredJob& stored);
+  // restore() of a generation that was running: its assignment, slots and pending commits.
+  void restore_running_generation(const StoredJob& stored, Clock::time_point now);
   // A finished job's record (finished_job.h): the service reports it (status, metrics) and ends
   // with exit 0 unless a group registers within rendezvous_timeout (a --resume of an older
   // checkpoint, or the job run again), which starts a fresh record. false (nothing changed)
@@ -187,34 +170,37 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   void leave_finished_record();
   // Runs a StateStore write; a failure is logged (the job goes on without durability for it).
   template <class Fn>
-  void persist(const char* what, Fn&& fn);
-  std::int64_t counted_restarts() const;  // all causes but preemption
-  // The job's one restart budget: lorafleet-launch --max-restarts when the group's supervisor
-  // was given one (RegisterRequest.max_restarts), else cluster.max_restarts; and its name.
-  int restart_budget() const;
-  std::string restart_budget_key() const;
-  bool is_alive(const RankState& s, Clock::time_point now) const;
-  int count_registered() const;
-  void start_new_generation();
+  void persist(const char* what, Fn&& fn) {
+    if (store_ == nullptr) return;
+    try {
+      fn(*store_);
+    } catch (const std::exception& e) {
+      log_persist_failure(what, e);
+    }
+  }
+  static void log_persist_failure(const char* what, const std::exception& e);
   // Ends the job. durable=false (shutdown by signal) leaves the stored job resumable.
   void finish_job(int exit_code, const std::string& why, bool durable = true);
   void update_membership_metrics(Clock::time_point now);
   void update_progress_metrics();
   void fill_register_response(int rank, lorafleet::v1::RegisterResponse* response) const;
-  // Once per complete registration: resolves the ranks' common --resume request to a
-  // checkpoint (or a fresh run), checks that this job's plan of the checkpoint's epoch is the
-  // one it trained on, and replans the rest of the job for this world size (set_resume). Sets
-  // group_resume_; on failure returns FAILED_PRECONDITION (ranks asking different things, a
-  // missing or foreign checkpoint, a changed plan) and the job cannot start.
+  // Once per complete registration: GroupResume::plan for the registered ranks' requests,
+  // then the job's metrics. Sets group_resume_; on a refusal returns FAILED_PRECONDITION with
+  // its reason (the job then ends with exit 3).
   grpc::Status plan_group_resume();
-  // The group's one --resume request. An explicit path repeated by a supervisor's restart
-  // (restart_count > 0: lorafleet-launch runs the command line it first ran) reads as "auto"
-  // when a committed checkpoint exists, so a restart continues where the job stands.
-  std::string group_resume_request(const std::string& request) const;
-  std::string checkpoints_root() const;  // <output_dir>/checkpoints
-  // After an explicit --resume of `pos`: the newer checkpoints of the abandoned branch are
-  // moved aside (common/checkpoint/abandoned_checkpoints.h). Throws std::runtime_error.
-  void set_aside_abandoned_branch(const CheckpointPosition& pos) const;
+  // Register's first half: the world size, the restart budget and the rank's slot; a refusal,
+  // or the registration id the call then waits with.
+  grpc::Status admit(const lorafleet::v1::RegisterRequest& request, Clock::time_point now,
+                     std::uint64_t* registration_id);
+  // Register's second half, after waiting: the answer for a call that did not complete.
+  grpc::Status registration_failed(grpc::ServerContext* context, int rank,
+                                   std::uint64_t registration_id, std::chrono::milliseconds waited);
+  // The ticker's checks: an operator's overdue cancel, leases, stalls, the rendezvous deadline.
+  void check_liveness(Clock::time_point now);
+  // A rank's Finish of the running generation (checked already).
+  void rank_finished(int rank, const lorafleet::v1::FinishRequest& request, Clock::time_point now);
+  // A fresh rendezvous store for the generation just formed (the previous one closed).
+  void open_rendezvous_store();
   void tick_loop();
   // An operator's cancel reached the ranks (or timed out): ends the job with kExitCancelled.
   void finish_cancelled(const std::string& how);
@@ -229,39 +215,27 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   lorafleet::v1::DatasetManifest manifest_;  // immutable after construction
   StateStore* store_ = nullptr;
   OperatorControl* control_ = nullptr;
+  GroupResume group_resume_planner_;
   const Clock::time_point started_at_ = Clock::now();
 
   mutable std::mutex mutex_;
+  Membership members_;
+  CheckpointCommits commits_;
   ProgressHistory history_;           // loss and lr by step, for the status
   ProgressHistory validation_history_;  // validation loss by step (learning_rate unused)
   std::int64_t validation_step_ = 0;    // the latest validation's step, 0 = none
   double validation_loss_ = 0.0;
   std::condition_variable cv_;        // registration progress and job end
-  int world_size_ = 0;                // 0 until known
-  bool world_size_fixed_ = false;     // from options: never cleared
-  bool registration_complete_ = false;
-  std::uint64_t generation_ = 0;  // newest formed generation: 1 for the first
-  // The RegisterResponse of generation_ without the rank (set in complete_registration).
+  // The RegisterResponse of the running generation without the rank (complete_registration).
   lorafleet::v1::RegisterResponse assignment_;
-  std::vector<RankState> ranks_;      // size world_size_
-  std::uint64_t next_registration_id_ = 1;
-  // Set while generation_ > 0 has ended and the next one registers.
-  std::string end_cause_;  // restart cause label the next generation counts
-  std::string end_detail_;
-  std::optional<Clock::time_point> rendezvous_deadline_;
-  std::map<std::string, std::int64_t> restarts_;  // cause label -> count
-  std::optional<int> launcher_max_restarts_;      // the latest RegisterRequest.max_restarts
   std::set<int> plans_recorded_;  // epochs whose plan digest is stored (this world_size)
-  bool progress_dirty_ = false;   // ranks_ progress changed since the last batch write
-  // Pending checkpoint commits of this generation: step -> reporting ranks, and paths.
-  std::map<std::int64_t, std::set<int>> checkpoint_ranks_;
-  std::map<std::int64_t, std::string> checkpoint_paths_;
-  std::set<std::int64_t> committed_steps_;
-  std::int64_t last_committed_step_ = -1;
-  std::string last_committed_path_;  // its directory (rank 0's report)
+  bool progress_dirty_ = false;   // rank progress changed since the last batch write
   // What the current generation resumes from (nullopt: fresh), and why it cannot start.
   std::optional<CheckpointPosition> group_resume_;
   grpc::Status group_resume_status_;
+  // The running generation's rendezvous store (env-mode Gloo groups form through it): a fresh
+  // one per generation, closed when it ends so that waiting ranks return.
+  std::shared_ptr<KeyValueStore> rendezvous_;
   // Set while the state recorded a finished job and no group has registered since.
   std::optional<FinishedJob> finished_before_;
   bool done_ = false;

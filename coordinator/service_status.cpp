@@ -28,8 +28,8 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
   const Clock::time_point now = Clock::now();
   const JobConfig& c = job_.config();
   out->set_job_name(c.source_name);
-  out->set_world_size(world_size_);
-  out->set_generation(generation_);
+  out->set_world_size(members_.world_size());
+  out->set_generation(members_.generation());
   if (job_.has_schedule()) {
     const JobSchedule s = job_.schedule();
     out->set_max_train_steps(s.max_train_steps);
@@ -42,16 +42,16 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
   bool any_stopped = false;
   bool any_cancelled = false;
   double samples_per_second = 0.0;
-  const RankState* latest = nullptr;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    const RankState& s = ranks_[r];
+  const Membership::Rank* latest = nullptr;
+  for (int r = 0; r < members_.world_size(); ++r) {
+    const Membership::Rank& s = members_.rank(r);
     pb::RankStatus* rs = out->add_ranks();
-    rs->set_rank(static_cast<int>(r));
+    rs->set_rank(r);
     rs->set_hostname(s.hostname);
     rs->set_device(s.device);
     rs->set_pid(s.pid);
     rs->set_state(rank_state(s.registered, s.finished, s.ok, s.preempted, s.stopped, s.cancelled,
-                             registration_complete_));
+                             members_.running()));
     rs->set_last_seen_seconds_ago(
         s.registered ? std::chrono::duration<double>(now - s.last_seen).count() : -1.0);
     rs->set_global_step(s.global_step);
@@ -71,14 +71,14 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
   }
   out->set_samples_per_second(samples_per_second);
   out->set_elapsed_seconds(std::chrono::duration<double>(now - started_at_).count());
-  const bool training = registration_complete_ && !done_;
+  const bool training = members_.running() && !done_;
   const std::int64_t left = out->max_train_steps() - out->global_step();
   out->set_eta_seconds(training && latest != nullptr && latest->step_seconds > 0 && left >= 0
                            ? static_cast<double>(left) * latest->step_seconds
                            : -1.0);
-  out->set_last_committed_step(last_committed_step_);
-  out->set_last_committed_checkpoint(last_committed_path_);
-  for (const auto& [cause, count] : restarts_) {
+  out->set_last_committed_step(commits_.last_committed_step());
+  out->set_last_committed_checkpoint(commits_.last_committed_path());
+  for (const auto& [cause, count] : members_.restarts_by_cause()) {
     if (count == 0) continue;
     pb::Restart* r = out->add_restarts();
     r->set_cause(cause);
@@ -116,11 +116,11 @@ void CoordinatorService::fill_status(pb::JobStatus* out) const {
   } else if (requests.cancel || requests.stop) {
     out->set_state(requests.cancel ? "cancelling" : "stopping");
     out->set_end_reason(requests.reason);
-  } else if (registration_complete_) {
+  } else if (members_.running()) {
     out->set_state("running");
   } else {
-    out->set_state(generation_ == 0 ? "registering" : "restarting");
-    out->set_end_reason(end_detail_);
+    out->set_state(members_.generation() == 0 ? "registering" : "restarting");
+    out->set_end_reason(members_.end_detail());
   }
 }
 

@@ -2,6 +2,9 @@
 // Sizes stay in pixels and indices stay positions in Dataset::images on both sides.
 #include "proto/proto_convert.h"
 
+#include <map>
+#include <string>
+
 namespace lf {
 namespace pb = lorafleet::v1;
 
@@ -210,6 +213,23 @@ EpochPlan epoch_plan_from_proto(const pb::EpochPlan& plan) {
   p.reg_images_unused = plan.reg_images_unused();
   p.reg_cursor_begin.assign(plan.reg_cursor_begin().begin(), plan.reg_cursor_begin().end());
   p.reg_cursor_end.assign(plan.reg_cursor_end().begin(), plan.reg_cursor_end().end());
+  return p;
+}
+
+void to_proto(const CheckpointPosition& position, pb::ResumePoint* out) {
+  out->Clear();
+  out->set_checkpoint(position.dir);
+  for (const auto& [key, value] : train_position_metadata(position)) {
+    (*out->mutable_position())[key] = value;
+  }
+}
+
+CheckpointPosition checkpoint_position_from_proto(const pb::ResumePoint& point,
+                                                  const std::string& what) {
+  CheckpointPosition p;
+  const std::map<std::string, std::string> meta(point.position().begin(), point.position().end());
+  static_cast<TrainPosition&>(p) = parse_train_position(meta, what);
+  p.dir = point.checkpoint();
   return p;
 }
 

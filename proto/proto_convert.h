@@ -1,8 +1,9 @@
-// Translation between lorafleet's plain data types (Dataset, EpochPlan) and the
+// Translation between lorafleet's plain data types (Dataset, EpochPlan, CheckpointPosition) and the
 // lorafleet.v1 protobuf messages the coordinator serves. Kept apart from the service so the
 // mapping is tested on its own and reusable by any client that already links protobuf.
 #pragma once
 
+#include "common/checkpoint/train_position.h"
 #include "common/data/dataset.h"
 #include "common/data/epoch_plan.h"
 #include "lorafleet/v1/coordinator.pb.h"
@@ -26,5 +27,14 @@ void to_proto(const EpochPlan& plan, lorafleet::v1::EpochPlan* out);
 // origin) are left at their defaults.
 Dataset dataset_from_proto(const lorafleet::v1::DatasetManifest& manifest);
 EpochPlan epoch_plan_from_proto(const lorafleet::v1::EpochPlan& plan);
+
+// A group's resume point: the checkpoint directory and its whole position as the train state's
+// header metadata (train_position_metadata), both directions, so the coordinator's and the
+// workers' view of a resume cannot differ by a field. The inverse throws std::runtime_error
+// naming `what` (e.g. "RegisterResponse.resume_point") and the key when the position does not
+// parse.
+void to_proto(const CheckpointPosition& position, lorafleet::v1::ResumePoint* out);
+CheckpointPosition checkpoint_position_from_proto(const lorafleet::v1::ResumePoint& point,
+                                                  const std::string& what);
 
 }  // namespace lf

@@ -1,5 +1,5 @@
-// The train position in a train state's header metadata (see header). Only common/io: the
-// coordinator links this without LibTorch.
+// The train position in a train state's header metadata, and the resume compatibility check
+// (see header). Only common/io and common/config: the coordinator links this without LibTorch.
 #include "common/checkpoint/train_position.h"
 
 #include <charconv>
@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "common/checkpoint/checkpoint_layout.h"
+#include "common/config/job_config.h"
+#include "common/config/optimizer_keys.h"
 #include "common/io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -17,12 +19,18 @@ namespace lf {
 namespace {
 
 constexpr const char* kStatePrefix = "lorafleet.state.";
-constexpr int kStateVersion = 1;
+constexpr int kStateVersion = 2;
 
 std::string join_ints(const std::vector<std::int64_t>& values) {
   std::string out;
   for (std::int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
   return out;
+}
+
+std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
 }
 
 template <typename T>
@@ -32,38 +40,39 @@ bool parse_whole(const std::string& s, T& out) {
   return ec == std::errc() && ptr == end && !s.empty();
 }
 
-const std::string* find_key(const std::map<std::string, std::string>& meta,
-                            const std::string& key) {
-  auto it = meta.find(kStatePrefix + key);
-  return it == meta.end() ? nullptr : &it->second;
+// The value of "lorafleet.state.<key>"; throws naming the file when it is missing.
+const std::string& required(const std::map<std::string, std::string>& meta, const std::string& key,
+                            const std::string& file) {
+  const auto it = meta.find(kStatePrefix + key);
+  if (it == meta.end()) {
+    throw std::runtime_error(file + ": train state lacks '" + kStatePrefix + key + "'");
+  }
+  return it->second;
 }
 
 template <typename T>
 T required_number(const std::map<std::string, std::string>& meta, const std::string& key,
                   const std::string& file, const char* expected) {
-  const std::string* v = find_key(meta, key);
-  if (v == nullptr) {
-    throw std::runtime_error(file + ": train state lacks '" + kStatePrefix + key + "'");
-  }
+  const std::string& v = required(meta, key, file);
   T out{};
-  if (!parse_whole(*v, out)) {
-    throw std::runtime_error(file + ": train state '" + kStatePrefix + key + "' is '" + *v +
+  if (!parse_whole(v, out)) {
+    throw std::runtime_error(file + ": train state '" + kStatePrefix + key + "' is '" + v +
                              "', expected " + expected);
   }
   return out;
 }
 
-// A comma-separated list of integers; empty when absent (checkpoints written before the key).
-std::vector<std::int64_t> optional_ints(const std::map<std::string, std::string>& meta,
+// A comma-separated list of integers ("" for an empty list).
+std::vector<std::int64_t> required_ints(const std::map<std::string, std::string>& meta,
                                         const std::string& key, const std::string& file) {
+  const std::string& v = required(meta, key, file);
   std::vector<std::int64_t> out;
-  const std::string* v = find_key(meta, key);
-  if (v == nullptr || v->empty()) return out;
-  std::stringstream list(*v);
+  if (v.empty()) return out;
+  std::stringstream list(v);
   for (std::string item; std::getline(list, item, ',');) {
     std::int64_t x = 0;
     if (!parse_whole(item, x)) {
-      throw std::runtime_error(file + ": train state '" + kStatePrefix + key + "' is '" + *v +
+      throw std::runtime_error(file + ": train state '" + kStatePrefix + key + "' is '" + v +
                                "', expected a comma-separated list of integers");
     }
     out.push_back(x);
@@ -71,7 +80,13 @@ std::vector<std::int64_t> optional_ints(const std::map<std::string, std::string>
   return out;
 }
 
+std::string list_text(const std::vector<std::int64_t>& v) { return "[" + join_ints(v) + "]"; }
+
 }  // namespace
+
+bool operator==(const TrainPosition& a, const TrainPosition& b) {
+  return train_position_metadata(a) == train_position_metadata(b);
+}
 
 std::map<std::string, std::string> train_position_metadata(const TrainPosition& s) {
   std::map<std::string, std::string> meta;
@@ -84,21 +99,17 @@ std::map<std::string, std::string> train_position_metadata(const TrainPosition& 
   put("shared_seed", std::to_string(s.shared_seed));
   put("world_size", std::to_string(s.world_size));
   put("session_id", std::to_string(s.session_id));
+  put("training_started_at", exact(s.training_started_at));
   put("reg_cursor", join_ints(s.reg_cursor));
   put("gradient_accumulation_steps", std::to_string(s.gradient_accumulation_steps));
   put("batch_sizes", join_ints(s.batch_sizes));
+  put("optimizer_type", s.optimizer_type);
   put("plan_epoch", std::to_string(s.plan_epoch));
   put("plan_digest", s.plan_digest);
   put("plan_lineage", format_plan_lineage(s.plan_lineage));
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", s.training_started_at);
-  put("training_started_at", buf);
-  if (s.loss_scale > 0) {  // only runs with loss scaling carry it: other states stay as they were
-    std::snprintf(buf, sizeof(buf), "%.17g", s.loss_scale);
-    put("loss_scale", buf);
-    put("loss_scale_growth_tracker", std::to_string(s.loss_scale_growth_tracker));
-    put("skipped_steps", std::to_string(s.skipped_steps));
-  }
+  put("loss_scale", exact(s.loss_scale));
+  put("loss_scale_growth_tracker", std::to_string(s.loss_scale_growth_tracker));
+  put("skipped_steps", std::to_string(s.skipped_steps));
   return meta;
 }
 
@@ -120,29 +131,22 @@ TrainPosition parse_train_position(const std::map<std::string, std::string>& m,
   s.session_id = required_number<std::int64_t>(m, "session_id", file, "an integer");
   s.training_started_at =
       required_number<double>(m, "training_started_at", file, "a number of seconds");
-  s.reg_cursor = optional_ints(m, "reg_cursor", file);
-  s.batch_sizes = optional_ints(m, "batch_sizes", file);
-  const std::vector<std::int64_t> accum = optional_ints(m, "gradient_accumulation_steps", file);
-  s.gradient_accumulation_steps = accum.empty() ? 0 : static_cast<int>(accum[0]);
-  const std::vector<std::int64_t> plan_epoch = optional_ints(m, "plan_epoch", file);
-  s.plan_epoch = plan_epoch.empty() ? -1 : static_cast<int>(plan_epoch[0]);
-  if (const std::string* digest = find_key(m, "plan_digest")) s.plan_digest = *digest;
-  const std::string* lineage = find_key(m, "plan_lineage");
-  if (lineage != nullptr && !lineage->empty()) {
-    try {
-      s.plan_lineage = parse_plan_lineage(*lineage);
-    } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(file + ": " + e.what());
-    }
-  } else {
-    s.plan_lineage = {{s.world_size, s.step_in_epoch}};  // one group served the whole epoch
+  s.reg_cursor = required_ints(m, "reg_cursor", file);
+  s.gradient_accumulation_steps =
+      required_number<int>(m, "gradient_accumulation_steps", file, "an integer");
+  s.batch_sizes = required_ints(m, "batch_sizes", file);
+  s.optimizer_type = required(m, "optimizer_type", file);
+  s.plan_epoch = required_number<int>(m, "plan_epoch", file, "an integer");
+  s.plan_digest = required(m, "plan_digest", file);
+  try {
+    s.plan_lineage = parse_plan_lineage(required(m, "plan_lineage", file));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(file + ": " + e.what());
   }
-  if (find_key(m, "loss_scale") != nullptr) {
-    s.loss_scale = required_number<double>(m, "loss_scale", file, "a number");
-    s.loss_scale_growth_tracker =
-        required_number<std::int64_t>(m, "loss_scale_growth_tracker", file, "an integer");
-    s.skipped_steps = required_number<std::int64_t>(m, "skipped_steps", file, "an integer");
-  }
+  s.loss_scale = required_number<double>(m, "loss_scale", file, "a number");
+  s.loss_scale_growth_tracker =
+      required_number<std::int64_t>(m, "loss_scale_growth_tracker", file, "an integer");
+  s.skipped_steps = required_number<std::int64_t>(m, "skipped_steps", file, "an integer");
   return s;
 }
 
@@ -153,6 +157,59 @@ TrainPosition read_train_position(const std::string& dir) {
   }
   const SafetensorsFile header = SafetensorsFile::open(file, /*use_mmap=*/true);
   return parse_train_position(header.metadata(), file);
+}
+
+CheckpointPosition read_checkpoint_position(const std::string& dir) {
+  CheckpointPosition p;
+  static_cast<TrainPosition&>(p) = read_train_position(dir);
+  p.dir = fs::absolute(dir).lexically_normal().string();
+  if (p.world_size < 1 || p.global_step < 0 || p.epoch < 0 || p.step_in_epoch < 0 ||
+      p.gradient_accumulation_steps < 1) {
+    throw std::runtime_error(
+        (fs::path(dir) / kCheckpointStateFile).string() +
+        ": train state position is out of range (world_size " + std::to_string(p.world_size) +
+        ", global_step " + std::to_string(p.global_step) + ", epoch " + std::to_string(p.epoch) +
+        ", step_in_epoch " + std::to_string(p.step_in_epoch) + ", gradient_accumulation_steps " +
+        std::to_string(p.gradient_accumulation_steps) + ")");
+  }
+  return p;
+}
+
+ResumeExpectations resume_expectations_of(const JobConfig& config) {
+  ResumeExpectations e;
+  e.shared_seed = config.training.seed;
+  e.gradient_accumulation_steps = config.training.gradient_accumulation_steps;
+  for (const DatasetConfig& d : config.datasets) e.batch_sizes.push_back(d.batch_size);
+  e.optimizer_type = read_optimizer(config.training).first.type;
+  return e;
+}
+
+void check_resume_compatible(const CheckpointPosition& c, const ResumeExpectations& job) {
+  const std::string file = (fs::path(c.dir) / kCheckpointStateFile).string();
+  auto refuse = [&](const std::string& key, const std::string& saved, const std::string& now,
+                    const std::string& why) {
+    throw ConfigError(file + ": key '" + key + "': the checkpoint was trained with " + saved +
+                      ", the job has " + now + " (" + why +
+                      "); resume with the same value or start a new output_dir");
+  };
+  if (c.shared_seed != job.shared_seed) {
+    refuse("training.seed", std::to_string(c.shared_seed), std::to_string(job.shared_seed),
+           "the noise, timesteps and plans all derive from it");
+  }
+  if (c.gradient_accumulation_steps != job.gradient_accumulation_steps) {
+    refuse("training.gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps),
+           std::to_string(job.gradient_accumulation_steps),
+           "changing it would regroup the epoch and change the schedule");
+  }
+  if (c.batch_sizes != job.batch_sizes) {
+    refuse("training.train_batch_size / dataset batch_size",
+           "per-dataset batch sizes " + list_text(c.batch_sizes), list_text(job.batch_sizes),
+           "changing them would change the epoch plan");
+  }
+  if (c.optimizer_type != job.optimizer_type) {
+    refuse("training.optimizer_type", c.optimizer_type, job.optimizer_type,
+           "an optimizer's state does not carry over to another");
+  }
 }
 
 }  // namespace lf

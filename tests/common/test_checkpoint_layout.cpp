@@ -1,8 +1,7 @@
 // The torch-free checkpoint layout: the COMMITTED marker lists every file with its size and
 // sha256; torn directories (no marker, truncated or missing file, bad marker, leftover staging)
 // are skipped with a warning naming the directory and the reason; a failed publish puts a
-// replaced same-step checkpoint back; pruning keeps exactly the newest N complete ones; the
-// resume position is read from the train-state header alone.
+// replaced same-step checkpoint back; pruning keeps exactly the newest N complete ones.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "common/checkpoint/train_position.h"
 #include "common/io/safetensors.h"
 #include "common/io/sha256.h"
+#include "tests/support/full_position.h"
 
 namespace fs = std::filesystem;
 
@@ -42,24 +42,7 @@ void write_tensor_file(const fs::path& path, size_t n, float value,
   w.write_atomic(path.string());
 }
 
-TrainPosition sample_position(std::int64_t step) {
-  TrainPosition p;
-  p.global_step = step;
-  p.epoch = 3;
-  p.step_in_epoch = 17;
-  p.samples_in_epoch = 68;
-  p.shared_seed = 18446744073709551557ull;  // above INT64_MAX
-  p.world_size = 4;
-  p.session_id = 99;
-  p.training_started_at = 1764450000.125;
-  p.reg_cursor = {10, 0};
-  p.gradient_accumulation_steps = 3;
-  p.batch_sizes = {2, 1};
-  p.plan_epoch = 2;
-  p.plan_digest = std::string(64, 'f');
-  p.plan_lineage = {{2, 10}, {4, 7}};  // 17 batches: 10 on 2 ranks, then 7 on 4
-  return p;
-}
+TrainPosition sample_position(std::int64_t step) { return test_support::full_position(step); }
 
 class CheckpointLayout : public ::testing::Test {
  protected:
@@ -336,88 +319,6 @@ TEST_F(CheckpointLayout, PruneKeepsExactlyTheNewestNComplete) {
   prune_checkpoints(root_.string(), 1);
   EXPECT_TRUE(fs::exists(dir(40)));
   EXPECT_EQ(checkpoint_torn_reason(dir(40)), std::nullopt);
-}
-
-TEST_F(CheckpointLayout, ReadTrainPositionFromTheHeader) {
-  const fs::path ckpt = make(1234);
-  const TrainPosition want = sample_position(1234);
-  const TrainPosition t = read_train_position(ckpt.string());
-  EXPECT_EQ(t.global_step, 1234);
-  EXPECT_EQ(t.epoch, want.epoch);
-  EXPECT_EQ(t.step_in_epoch, 17);
-  EXPECT_EQ(t.samples_in_epoch, 68);
-  EXPECT_EQ(t.shared_seed, 18446744073709551557ull);
-  EXPECT_EQ(t.world_size, 4);
-  EXPECT_EQ(t.session_id, 99);
-  EXPECT_DOUBLE_EQ(t.training_started_at, 1764450000.125);
-  EXPECT_EQ(t.reg_cursor, (std::vector<std::int64_t>{10, 0}));
-  EXPECT_EQ(t.gradient_accumulation_steps, 3);
-  EXPECT_EQ(t.batch_sizes, (std::vector<std::int64_t>{2, 1}));
-  EXPECT_EQ(t.plan_epoch, 2);
-  EXPECT_EQ(t.plan_digest, std::string(64, 'f'));
-  EXPECT_EQ(t.plan_lineage, (std::vector<PlanSegment>{{2, 10}, {4, 7}}));
-  // Older states without the optional keys read as their defaults.
-  auto meta = train_position_metadata(want);
-  for (const char* k : {"reg_cursor", "gradient_accumulation_steps", "batch_sizes", "plan_epoch",
-                        "plan_digest", "plan_lineage"}) {
-    meta.erase(std::string("lorafleet.state.") + k);
-  }
-  const TrainPosition old = parse_train_position(meta, "old.safetensors");
-  EXPECT_TRUE(old.reg_cursor.empty());
-  EXPECT_EQ(old.gradient_accumulation_steps, 0);
-  EXPECT_EQ(old.plan_epoch, -1);
-  EXPECT_EQ(old.plan_digest, "");
-  // Without a lineage, the whole epoch so far was served to the writers' world size.
-  EXPECT_EQ(old.plan_lineage, (std::vector<PlanSegment>{{4, 17}}));
-  EXPECT_EQ(old.loss_scale, 0.0);
-}
-
-TEST_F(CheckpointLayout, LossScalerStateRoundTripsOnlyWhenThereIsOne) {
-  TrainPosition p = sample_position(8);
-  EXPECT_EQ(train_position_metadata(p).count("lorafleet.state.loss_scale"), 0u);
-  p.loss_scale = 32768.0;
-  p.loss_scale_growth_tracker = 3;
-  p.skipped_steps = 1;
-  const auto meta = train_position_metadata(p);
-  EXPECT_EQ(meta.at("lorafleet.state.loss_scale"), "32768");
-  const TrainPosition back = parse_train_position(meta, "s.safetensors");
-  EXPECT_EQ(back.loss_scale, 32768.0);
-  EXPECT_EQ(back.loss_scale_growth_tracker, 3);
-  EXPECT_EQ(back.skipped_steps, 1);
-  auto torn = meta;
-  torn.erase("lorafleet.state.skipped_steps");
-  EXPECT_THROW(parse_train_position(torn, "s.safetensors"), std::runtime_error);
-}
-
-TEST_F(CheckpointLayout, MalformedTrainPositionNamesFileAndKey) {
-  auto meta = train_position_metadata(sample_position(5));
-  meta["lorafleet.state.epoch"] = "3x";
-  try {
-    parse_train_position(meta, "f.safetensors");
-    FAIL() << "expected an error";
-  } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "f.safetensors: train state 'lorafleet.state.epoch' is '3x', expected an integer");
-  }
-  meta = train_position_metadata(sample_position(5));
-  meta["lorafleet.state.version"] = "2";
-  try {
-    parse_train_position(meta, "f.safetensors");
-    FAIL() << "expected an error";
-  } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "f.safetensors: train state version 2 is not supported (expected 1)");
-  }
-  meta.erase("lorafleet.state.version");
-  EXPECT_THROW(parse_train_position(meta, "f.safetensors"), std::runtime_error);
-  try {
-    read_train_position(root_.string());
-    FAIL() << "expected an error";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(root_.string() + "/train_state.safetensors: missing"),
-              std::string::npos)
-        << e.what();
-  }
 }
 
 }  // namespace

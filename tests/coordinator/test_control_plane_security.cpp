@@ -12,19 +12,23 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/config/job_config.h"
+#include "common/rendezvous/key_value_store.h"
 #include "coordinator/auth.h"
 #include "coordinator/server.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 #include "worker/rpc/client_security.h"
 #include "worker/rpc/coordinator_client.h"
+#include "worker/rpc/coordinator_rendezvous.h"
 
 namespace fs = std::filesystem;
 namespace pb = lorafleet::v1;
@@ -257,9 +261,14 @@ TEST_F(ControlPlaneSecurity, MissingOrWrongTokenIsUnauthenticatedAndNotLogged) {
                   pb::CheckpointAck r;
                   return s->CommitCheckpoint(c, pb::CheckpointReport(), &r);
                 }},
-               {"Finish", [&](grpc::ClientContext* c) {
+               {"Finish",
+                [&](grpc::ClientContext* c) {
                   pb::FinishAck r;
                   return s->Finish(c, pb::FinishRequest(), &r);
+                }},
+               {"Rendezvous", [&](grpc::ClientContext* c) {
+                  pb::RendezvousResponse r;
+                  return s->Rendezvous(c, pb::RendezvousRequest(), &r);
                 }}};
   for (const auto& [name, call] : calls) {
     grpc::ClientContext ctx;
@@ -355,6 +364,119 @@ TEST_F(ControlPlaneSecurity, ClientSendsTheTokenWithEveryRpc) {
   EXPECT_EQ(server.service().last_committed_step(), 4);
   EXPECT_EQ(log.find("rejected"), std::string::npos) << log;
   EXPECT_EQ(log.find(kToken), std::string::npos) << log;
+}
+
+// A rendezvous RPC on `s` as rank `rank` of `generation` with `authorization` ("" for none).
+grpc::Status rendezvous_call(pb::Coordinator::Stub& s, const std::string& authorization, int rank,
+                             std::uint64_t generation, pb::RendezvousRequest::Op op,
+                             const std::string& key, const std::string& value = "",
+                             pb::RendezvousResponse* out = nullptr) {
+  pb::RendezvousRequest req;
+  req.set_rank(rank);
+  req.set_generation(generation);
+  req.set_op(op);
+  req.add_keys(key);
+  req.set_value(value);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  pb::RendezvousResponse r;
+  return s.Rendezvous(&ctx, req, out ? out : &r);
+}
+
+// The env-mode rendezvous store lives in the coordinator: only the job's token holders reach it,
+// only for the running generation and its ranks, within size limits, and a generation's end
+// wakes and refuses its waiters (the ranks then exit for a restart).
+TEST_F(ControlPlaneSecurity, RendezvousStoreNeedsTheTokenAndTheRunningGeneration) {
+  ScopedTokenEnv no_env;
+  CoordinatorOptions o = options();
+  o.world_size = 2;
+  CoordinatorServer server(config(token_line()), o);
+  server.start();
+  const ClientSecurity security = load_client_security((*root_ / "token").string(), "", "");
+  CoordinatorClient rank0(server.address(), security);
+  CoordinatorClient rank1(server.address(), security);
+  auto register_as = [](CoordinatorClient& c, int rank) {
+    WorkerIdentity me;
+    me.rank = rank;
+    me.world_size = 2;
+    me.hostname = "testhost";
+    return c.register_worker(me, 10);
+  };
+  auto second = std::async(std::launch::async, register_as, std::ref(rank1), 1);
+  const std::uint64_t g = register_as(rank0, 0).generation;
+  ASSERT_EQ(second.get().generation, g);
+  CoordinatorRendezvous store0(rank0, 0, std::chrono::seconds(5));
+  CoordinatorRendezvous store1(rank1, 1, std::chrono::seconds(5));
+
+  // A rank's value reaches the other; a get waits for a value set later.
+  store0.set("rank0/address", std::string("10.0.0.1\0:4242", 14));
+  EXPECT_EQ(store1.get("rank0/address", std::chrono::seconds(5)),
+            std::string("10.0.0.1\0:4242", 14));
+  auto late =
+      std::async(std::launch::async, [&] { return store1.get("late", std::chrono::seconds(20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  store0.set("late", "here");
+  EXPECT_EQ(late.get(), "here");
+  EXPECT_EQ(store0.add("counter", 2), 2);
+  EXPECT_EQ(store1.add("counter", 3), 5);
+
+  // Without the token, or with another one, nothing is read or written.
+  auto s = stub(server.address());
+  const std::string bearer = std::string("Bearer ") + kToken;
+  for (const std::string& auth : {std::string(), std::string("Bearer not-the-token")}) {
+    pb::RendezvousResponse r;
+    EXPECT_EQ(rendezvous_call(*s, auth, 0, g, pb::RendezvousRequest::GET, "rank0/address", "", &r)
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_FALSE(r.found());
+    EXPECT_EQ(rendezvous_call(*s, auth, 0, g, pb::RendezvousRequest::SET, "rank0/address", "evil")
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(store1.get("rank0/address", std::chrono::seconds(1)),
+            std::string("10.0.0.1\0:4242", 14));
+
+  // With the token: only the running generation, only its ranks, within the limits.
+  EXPECT_EQ(rendezvous_call(*s, bearer, 0, 0, pb::RendezvousRequest::GET, "k").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(rendezvous_call(*s, bearer, 0, g + 1, pb::RendezvousRequest::GET, "k").error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(rendezvous_call(*s, bearer, 2, g, pb::RendezvousRequest::GET, "k").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(rendezvous_call(*s, bearer, 0, g, pb::RendezvousRequest::SET, "big",
+                            std::string(KeyValueStore::kMaxValueBytes + 1, 'x'))
+                .error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  try {
+    store0.set(std::string(KeyValueStore::kMaxKeyBytes + 1, 'k'), "v");
+    FAIL() << "an oversized key was stored";
+  } catch (const CoordinatorError& e) {
+    EXPECT_TRUE(e.permanent()) << e.what();
+  }
+
+  // The generation ends (rank 1 fails): a waiting get returns at once, refused as superseded,
+  // and the old generation's store is gone for good.
+  auto waiting = std::async(std::launch::async, [&] {
+    try {
+      store0.get("never", std::chrono::seconds(60));
+      return std::string("returned");
+    } catch (const GroupSupersededError& e) {
+      return std::string("superseded");
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  FinishReport failed;
+  failed.rank = 1;
+  failed.ok = false;
+  failed.error = "test failure";
+  rank1.finish(failed);
+  EXPECT_EQ(waiting.get(), "superseded");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(
+      rendezvous_call(*s, bearer, 0, g, pb::RendezvousRequest::GET, "rank0/address").error_code(),
+      grpc::StatusCode::ABORTED);
 }
 
 TEST_F(ControlPlaneSecurity, TokenFromTheEnvironmentIsEnforcedOnLoopback) {

@@ -23,17 +23,18 @@
 #include <thread>
 #include <vector>
 
+#include "common/checkpoint/checkpoint_layout.h"
+#include "common/checkpoint/train_position.h"
 #include "common/config/job_config.h"
 #include "common/data/epoch_plan.h"
 #include "common/io/safetensors.h"
 #include "coordinator/job.h"
-#include "common/checkpoint/checkpoint_layout.h"
 #include "coordinator/resume_point.h"
-#include "proto/proto_convert.h"
 #include "coordinator/server.h"
 #include "coordinator/state_store.h"
 #include "lorafleet/v1/coordinator.grpc.pb.h"
 #include "proto/proto_convert.h"
+#include "tests/support/fake_checkpoint.h"
 
 namespace fs = std::filesystem;
 namespace pb = lorafleet::v1;
@@ -258,6 +259,10 @@ TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
   EXPECT_TRUE(back.subsets[1].config.is_reg);
   EXPECT_EQ(back.num_train_samples, 2);
   EXPECT_EQ(back.num_reg_samples_raw, 1);
+  // Whole: what comes back serialises to the same message, so no field is dropped on the way.
+  pb::DatasetManifest again;
+  to_proto(back, &again);
+  EXPECT_EQ(again.SerializeAsString(), m.SerializeAsString());
 
   EpochPlan plan;
   plan.epoch = 3;
@@ -296,6 +301,34 @@ TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
   EXPECT_EQ(plan_back.reg_cursor_begin, (std::vector<std::int64_t>{4}));
   EXPECT_EQ(plan_back.reg_cursor_end, (std::vector<std::int64_t>{6}));
   EXPECT_EQ(plan_back.reg_images_used, 1);
+  pb::EpochPlan pp_again;
+  to_proto(plan_back, &pp_again);
+  EXPECT_EQ(pp_again.SerializeAsString(), pp.SerializeAsString());
+  EXPECT_EQ(epoch_plan_digest(plan_back), epoch_plan_digest(plan));
+}
+
+// A group's resume point crosses the wire whole: every field of its position.
+TEST(ProtoConvert, ResumePointRoundTripsWhole) {
+  CheckpointPosition c;
+  static_cast<TrainPosition&>(c) = lf::test_support::fake_position(7, 1, 3, 2, "4:1,2:2");
+  c.loss_scale = 512.0;
+  c.reg_cursor = {3};
+  c.dir = "/out/checkpoints/step-00000007";
+  pb::ResumePoint wire;
+  to_proto(c, &wire);
+  EXPECT_EQ(wire.checkpoint(), c.dir);
+  EXPECT_EQ(wire.position().at("lorafleet.state.plan_lineage"), "4:1,2:2");
+  const CheckpointPosition back = checkpoint_position_from_proto(wire, "test");
+  EXPECT_EQ(back.dir, c.dir);
+  EXPECT_EQ(train_position_metadata(back), train_position_metadata(c));
+  wire.mutable_position()->erase("lorafleet.state.optimizer_type");
+  try {
+    checkpoint_position_from_proto(wire, "RegisterResponse.resume_point");
+    FAIL() << "a position without optimizer_type was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "RegisterResponse.resume_point: train state lacks 'lorafleet.state.optimizer_type'");
+  }
 }
 
 // ---- job schedule ------------------------------------------------------------------------
@@ -399,11 +432,11 @@ TEST_F(CoordinatorTest, ResumeOnAnotherWorldSizeReplansTheRest) {
   const EpochPlan w2 = build_epoch_plan(job.dataset(), job.plan_options(2), 0);
   // 6 train samples + 6 reg (kohya's rule over 3 reg images) per epoch.
   ASSERT_EQ(w2.num_samples(), 12);
-  JobResume r;
+  TrainPosition r;
   r.global_step = 3;
   r.epoch = 0;
-  r.batches_in_epoch = 3;
-  r.lineage = {{2, 3}};
+  r.step_in_epoch = 3;
+  r.plan_lineage = {{2, 3}};
   std::int64_t consumed_samples = 0;
   for (int k = 0; k < 3; ++k) {
     consumed_samples += static_cast<std::int64_t>(w2.batches[k].samples.size());
@@ -441,7 +474,7 @@ TEST_F(CoordinatorTest, ResumeOnAnotherWorldSizeReplansTheRest) {
   EXPECT_EQ(same.epoch_steps, fresh2.epoch_steps);
   EXPECT_EQ(epoch_plan_digest(*job.epoch_plan(0)), epoch_plan_digest(w2));
   // A lineage that does not add up is refused.
-  r.lineage = {{2, 2}};
+  r.plan_lineage = {{2, 2}};
   EXPECT_THROW(job.set_resume(r), std::invalid_argument);
 }
 
@@ -449,10 +482,10 @@ TEST_F(CoordinatorTest, ResumeOnAnotherWorldSizeReplansTheRest) {
 TEST_F(CoordinatorTest, ResumeKeepsMaxTrainSteps) {
   CoordinatorJob job(config("  max_train_steps: 20\n"));
   job.set_world_size(3);
-  JobResume r;
+  TrainPosition r;
   r.global_step = 2;
-  r.batches_in_epoch = 2;
-  r.lineage = {{1, 2}};
+  r.step_in_epoch = 2;
+  r.plan_lineage = {{1, 2}};
   const JobSchedule s = job.set_resume(r);
   EXPECT_EQ(s.max_train_steps, 20);
   const std::int64_t rest =
@@ -467,43 +500,22 @@ TEST_F(CoordinatorTest, ResumeKeepsMaxTrainSteps) {
   EXPECT_EQ(s.num_epochs, 4);
 }
 
-// Writes a committed checkpoint directory the way the worker does (train_state metadata, a LoRA
-// file, the COMMITTED marker).
-void write_fake_checkpoint(const fs::path& dir, std::map<std::string, std::string> meta) {
-  fs::create_directories(dir);
-  std::map<std::string, std::string> full;
-  for (auto& [k, v] : meta) full["lorafleet.state." + k] = v;
-  SafetensorsWriter w;
-  w.set_metadata(full);
-  w.write_atomic((dir / "train_state.safetensors").string());
-  SafetensorsWriter lora;
-  lora.write_atomic((dir / "lora.safetensors").string());
-  // Complete only with its commit marker (checkpoint_layout.h), written last as workers do.
-  write_commit_marker(dir.string(), std::stoll(meta.at("global_step")));
-}
-
-std::map<std::string, std::string> state_meta(int step, int epoch, int in_epoch, int ws,
-                                              const std::string& lineage) {
-  return {{"version", "1"}, {"global_step", std::to_string(step)},
-          {"epoch", std::to_string(epoch)}, {"step_in_epoch", std::to_string(in_epoch)},
-          {"samples_in_epoch", "7"}, {"shared_seed", "1234"}, {"world_size", std::to_string(ws)},
-          {"plan_epoch", std::to_string(epoch)}, {"plan_digest", "abc"},
-          {"plan_lineage", lineage}, {"session_id", "11"}, {"training_started_at", "1700000000"}};
-}
+using lf::test_support::fake_position;
+using lf::test_support::write_fake_checkpoint;
 
 TEST_F(CoordinatorTest, ResumeRequestResolution) {
   const fs::path out = *root_ / "resume_out";
   fs::remove_all(out);
   EXPECT_FALSE(resolve_resume_request("", out.string()).has_value());
   EXPECT_FALSE(resolve_resume_request("auto", out.string()).has_value());  // nothing yet
-  write_fake_checkpoint(out / "checkpoints/step-00000003", state_meta(3, 0, 3, 2, "2:3"));
-  write_fake_checkpoint(out / "checkpoints/step-00000005", state_meta(5, 0, 5, 1, "2:3,1:2"));
+  write_fake_checkpoint(out / "checkpoints/step-00000003", fake_position(3, 0, 3, 2, "2:3"));
+  write_fake_checkpoint(out / "checkpoints/step-00000005", fake_position(5, 0, 5, 1, "2:3,1:2"));
   fs::create_directories(out / "checkpoints/.step-00000007.tmp");  // torn: skipped
   // Torn: a newer checkpoint whose commit marker was never written (killed mid-save).
-  write_fake_checkpoint(out / "checkpoints/step-00000009", state_meta(9, 0, 9, 1, "1:9"));
+  write_fake_checkpoint(out / "checkpoints/step-00000009", fake_position(9, 0, 9, 1, "1:9"));
   fs::remove(out / "checkpoints/step-00000009/COMMITTED");
   // Torn: committed, then its LoRA file truncated (a disk or copy fault).
-  write_fake_checkpoint(out / "checkpoints/step-00000008", state_meta(8, 0, 8, 1, "1:8"));
+  write_fake_checkpoint(out / "checkpoints/step-00000008", fake_position(8, 0, 8, 1, "1:8"));
   fs::resize_file(out / "checkpoints/step-00000008/lora.safetensors",
                   fs::file_size(out / "checkpoints/step-00000008/lora.safetensors") - 2);
   auto latest = resolve_resume_request("auto", out.string());
@@ -519,12 +531,6 @@ TEST_F(CoordinatorTest, ResumeRequestResolution) {
   EXPECT_EQ(resolve_resume_request(out.string(), "")->global_step, 5);
   EXPECT_EQ(resolve_resume_request((out / "checkpoints/step-00000003").string(), "")->global_step,
             3);
-  // Without a lineage (older checkpoints): one segment of the writers' size.
-  auto old_meta = state_meta(4, 1, 2, 2, "");
-  old_meta.erase("plan_lineage");
-  write_fake_checkpoint(out / "old/step-00000004", old_meta);
-  EXPECT_EQ(resolve_resume_request((out / "old").string(), "")->plan_lineage,
-            (std::vector<PlanSegment>{{2, 2}}));
   // Pointing at the torn checkpoint itself is an error naming it.
   try {
     resolve_resume_request((out / "checkpoints/step-00000009").string(), "");
@@ -570,10 +576,13 @@ pb::RegisterResponse form_resumed_generation(const std::string& address, int wor
 TEST_F(CoordinatorTest, ExplicitResumeOfAnOlderCheckpointSetsTheNewerOnesAside) {
   const fs::path ckpts = *root_ / "out" / "checkpoints";
   fs::remove_all(ckpts);
-  auto meta = [](int step) {
-    auto m = state_meta(step, 0, step, 2, "2:" + std::to_string(step));
-    m["plan_digest"] = "";  // no plan check: the fake checkpoints hold no real plan
-    return m;
+  // Positions the job accepts: its seed and options, and its own plan of epoch 1 as trained.
+  CoordinatorJob job(config(), /*check_model_files=*/false);
+  auto meta = [&](int step) {
+    TrainPosition p = fake_position(step, 0, step, 2, "2:" + std::to_string(step));
+    p.plan_digest = epoch_plan_digest(
+        build_continued_epoch_plan(job.dataset(), job.plan_options(2), 0, {{2, step}}));
+    return p;
   };
   for (int step : {2, 4, 5}) write_fake_checkpoint(ckpts / checkpoint_dir_name(step), meta(step));
   const std::string step2 = (ckpts / "step-00000002").string();
@@ -585,7 +594,7 @@ TEST_F(CoordinatorTest, ExplicitResumeOfAnOlderCheckpointSetsTheNewerOnesAside) 
     server.start();
     // A supervisor's restart of a group first started with --resume step-2: the newest.
     const pb::RegisterResponse r = form_resumed_generation(server.address(), 2, step2, 1);
-    EXPECT_EQ(r.resume_point().global_step(), 5);
+    EXPECT_EQ(r.resume_point().position().at("lorafleet.state.global_step"), "5");
     EXPECT_TRUE(fs::exists(ckpts / "step-00000005"));
     server.shutdown();
   }
@@ -593,7 +602,7 @@ TEST_F(CoordinatorTest, ExplicitResumeOfAnOlderCheckpointSetsTheNewerOnesAside) 
     CoordinatorServer server(config(), o);
     server.start();
     const pb::RegisterResponse r = form_resumed_generation(server.address(), 2, step2, 0);
-    EXPECT_EQ(r.resume_point().global_step(), 2);
+    EXPECT_EQ(r.resume_point().position().at("lorafleet.state.global_step"), "2");
     EXPECT_EQ(r.resume_point().checkpoint(), step2);
     server.shutdown();
   }
@@ -645,7 +654,8 @@ TEST_F(CoordinatorTest, RanksAskingDifferentResumePointsAreRefused) {
               std::string::npos)
         << st[r].error_message();
   }
-  EXPECT_EQ(server.service().wait_until_done_for(std::chrono::seconds(5)), std::optional<int>(1));
+  // Bad input: a restarted group would be refused the same way (exit 3, not retried).
+  EXPECT_EQ(server.service().wait_until_done_for(std::chrono::seconds(5)), std::optional<int>(3));
 }
 
 // ---- the service end to end --------------------------------------------------------------

@@ -164,7 +164,15 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   EXPECT_EQ(lf::load_safetensors(split + "/e2e.safetensors").metadata.at("ss_steps"), "6");
   // Resuming the finished run: nothing to train, and the summary names the resumed checkpoint
   // and its own LoRA (not <output_name>.safetensors, which another run may have written).
-  RunResult done = run_job(cfg, cport, 2, "--resume " + split);
+  // The coordinator restarted on a finished job waits cluster.rendezvous_timeout_seconds for a
+  // group (2 s in these configs, less than two loaded workers may take to start): give it 60.
+  const std::string cfg_done = (dir_ / "b_done.yaml").string();
+  {
+    std::string y = read_file(cfg);
+    y.replace(y.find("rendezvous_timeout_seconds: 2"), 29, "rendezvous_timeout_seconds: 60");
+    std::ofstream(cfg_done) << y;
+  }
+  RunResult done = run_job(cfg_done, cport, 2, "--resume " + split);
   ASSERT_EQ(done.exit_code, 0) << done.output;
   const std::string last = split + "/checkpoints/step-00000006";
   EXPECT_NE(done.output.find("nothing to train: the checkpoint resumed from, " + last +
@@ -396,7 +404,8 @@ TEST_F(EndToEnd, DataOptionsAndDiskCacheResumeByteIdentical) {
       with_unet_only(write_config("c.yaml", split, 8, 0, cport, mport, 0, "", data));
   RunResult regrouped = run_job(cfg_c, cport, 2, "--resume " + split);
   EXPECT_EQ(regrouped.exit_code, 3) << "a config mismatch is bad input, not worth a retry";
-  EXPECT_NE(regrouped.output.find("training.gradient_accumulation_steps 2, the job has 1"),
+  EXPECT_NE(regrouped.output.find("key 'training.gradient_accumulation_steps': the checkpoint was "
+                                  "trained with 2, the job has 1"),
             std::string::npos)
       << regrouped.output;
   // So would a plan trained on other samples (here flip_aug off): refused before any model loads.
@@ -547,6 +556,21 @@ TEST_F(EndToEnd, BadInputFailsWithAClearMessage) {
   EXPECT_NE(c.output.find(checkpoint_), std::string::npos) << c.output;
   EXPECT_NE(c.output.find("pickle"), std::string::npos) << c.output;
   fs::rename(checkpoint_ + ".moved", checkpoint_);
+  // A network_weights file that is missing: refused by the coordinator, naming the key, before
+  // any rank loads the model to open it.
+  const std::string no_weights = (dir_ / "no_such_lora.safetensors").string();
+  const std::string cfg3 =
+      write_config("noweights.yaml", (dir_ / "o3").string(), 2, 0, cport, mport, 0);
+  {
+    std::string y = read_file(cfg3);
+    y.replace(y.find("network:\n"), 9, "network:\n  network_weights: " + no_weights + "\n");
+    std::ofstream(cfg3) << y;
+  }
+  c = run(std::string(LF_COORDINATOR_BIN) + " --config " + cfg3);
+  EXPECT_EQ(c.exit_code, 3) << c.output;
+  EXPECT_NE(c.output.find("network.network_weights: " + no_weights + " does not exist"),
+            std::string::npos)
+      << c.output;
   EXPECT_FALSE(fs::exists(dir_ / "o1/e2e.safetensors"));
 }
 

@@ -138,4 +138,11 @@ std::string local_address_towards(const std::string& host_port) {
   return out;
 }
 
+std::string gloo_local_address(const std::string& advertise, const std::string& coordinator,
+                               const std::string& hostname) {
+  if (!advertise.empty()) return advertise;
+  const std::string routed = local_address_towards(coordinator);
+  return routed.empty() ? hostname : routed;
+}
+
 }  // namespace lf

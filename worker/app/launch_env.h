@@ -44,9 +44,14 @@ int cuda_device_index(int local_rank);
 at::Device choose_training_device(const std::string& config_name, const std::string& worker_device,
                                   int local_rank);
 
-// The local IP address this host uses to reach `host_port` (a UDP connect, no packet sent): the
-// address rank 0 advertises for its rendezvous store when LF_ADVERTISE_ADDRESS is not set.
+// The local IP address this host uses to reach `host_port` (a UDP connect, no packet sent).
 // Returns "" when it cannot tell.
 std::string local_address_towards(const std::string& host_port);
+
+// The address an env-mode rank's Gloo transport binds to and advertises to its peers: `advertise`
+// (--advertise-address / LF_ADVERTISE_ADDRESS) when given, else this host's address on the route
+// to the coordinator, else `hostname`.
+std::string gloo_local_address(const std::string& advertise, const std::string& coordinator,
+                               const std::string& hostname);
 
 }  // namespace lf

@@ -33,6 +33,7 @@
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/timed_communicator.h"
 #include "worker/rpc/coordinator_client.h"
+#include "worker/rpc/coordinator_rendezvous.h"
 #include "worker/train/trainer.h"
 
 namespace lf {
@@ -95,7 +96,6 @@ int run_worker(int argc, char** argv) {
   std::string resume;
   std::string launcher = "auto";
   std::string advertise_address;
-  int rendezvous_port = 0;
   int verify_sync_every = 0;
   int connect_timeout = -1;
   bool no_progress_bar = false;
@@ -126,12 +126,9 @@ int run_worker(int argc, char** argv) {
                  "JOB_COMPLETION_INDEX or RANK; collectives over Gloo/NCCL via the coordinator)")
       ->envname("LF_LAUNCHER");
   app.add_option("--advertise-address", advertise_address,
-                 "env mode, rank 0: the address peers reach its rendezvous store at (default: "
-                 "this host's address on the route to the coordinator)")
+                 "env mode: the address this rank's Gloo transport binds to and its peers reach "
+                 "it at (default: this host's address on the route to the coordinator)")
       ->envname("LF_ADVERTISE_ADDRESS");
-  app.add_option("--rendezvous-port", rendezvous_port,
-                 "env mode, rank 0: port of its rendezvous store (0: any free port)")
-      ->envname("LF_RENDEZVOUS_PORT");
   app.add_option("--verify-sync-every", verify_sync_every,
                  "every N steps, check that all ranks hold identical LoRA weights (0 = off)");
   app.add_option("--connect-timeout", connect_timeout,
@@ -201,18 +198,10 @@ int run_worker(int argc, char** argv) {
                     : std::filesystem::absolute(resume).lexically_normal().string();
     // The device this rank will train on unless the job config says worker.device: cpu.
     me.device = cuda ? "cuda:" + std::to_string(cuda_index) : "cpu";
-    // Env mode: rank 0 opens the rendezvous before registering, so the coordinator can relay it.
-    std::unique_ptr<GlooStoreServer> store;
-    if (!under_mpi && rank == 0) {
-      if (cuda && nccl_compiled_in()) me.nccl_unique_id = NcclCommunicator::new_unique_id();
-      store = std::make_unique<GlooStoreServer>(
-          launch.world_size > 0 ? launch.world_size : 1, rendezvous_port,
-          std::chrono::seconds(JobConfig{}.cluster.rendezvous_timeout_seconds));
-      const std::string host_address =
-          !advertise_address.empty() ? advertise_address : local_address_towards(coordinator);
-      me.rendezvous_address =
-          (host_address.empty() ? std::string(host) : host_address) + ":" +
-          std::to_string(store->port());
+    // Env mode on GPUs: rank 0 makes the NCCL id before registering, so the coordinator can
+    // relay it. Gloo ranks meet in the coordinator's rendezvous store after registering.
+    if (!under_mpi && rank == 0 && cuda && nccl_compiled_in()) {
+      me.nccl_unique_id = NcclCommunicator::new_unique_id();
     }
     const int timeout = connect_timeout >= 0 ? connect_timeout : 30;
     // An operator's cancel (lorafleet-ctl cancel) arrives on the heartbeat thread: report it and
@@ -264,19 +253,13 @@ int run_worker(int argc, char** argv) {
                                                    job.world_size, job.nccl_unique_id,
                                                    setup_timeout);
     } else {
-      if (job.rendezvous_address.empty()) {
-        throw CoordinatorError("the coordinator relayed no rendezvous address from rank 0");
-      }
       GlooOptions gloo;
       gloo.rank = rank;
       gloo.world_size = job.world_size;
-      gloo.store_address = job.rendezvous_address;
-      gloo.local_address =
-          rank == 0 && !advertise_address.empty()
-              ? advertise_address
-              : local_address_towards(job.rendezvous_address);
+      gloo.store = std::make_shared<CoordinatorRendezvous>(client, rank, setup_timeout);
+      gloo.local_address = gloo_local_address(advertise_address, coordinator, me.hostname);
       gloo.timeout = setup_timeout;
-      backend = std::make_unique<GlooCommunicator>(gloo, store.get());
+      backend = std::make_unique<GlooCommunicator>(gloo);
     }
     TimedCommunicator comm(std::move(backend), setup_timeout);
     TrainingMonitorOptions monitor_options;

@@ -5,57 +5,19 @@
 #include "worker/dist/gloo_communicator.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <exception>
 #include <vector>
 
-#include "common/util/host_port.h"
+#include "worker/dist/c10d_store.h"
+#include "worker/rpc/coordinator_client.h"
 
 namespace lf {
-namespace {
-
-// The store's host and port; throws CollectiveError naming the address when either is missing.
-std::pair<std::string, int> store_host_port(const std::string& address) {
-  const HostPort hp = split_host_port(address);
-  if (hp.host.empty() || hp.port.empty() ||
-      hp.port.find_first_not_of("0123456789") != std::string::npos) {
-    throw CollectiveError("gloo: store address '" + address + "' is not host:port");
-  }
-  return {hp.host, std::stoi(hp.port)};
-}
-
-}  // namespace
-
-struct GlooStoreServer::Impl {
-  c10::intrusive_ptr<c10d::TCPStore> store;
-};
-
-GlooStoreServer::GlooStoreServer(int world_size, int port, std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>()) {
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<std::uint16_t>(port);
-  opts.isServer = true;
-  opts.numWorkers = world_size;
-  opts.waitWorkers = false;  // the group forms later, once the coordinator relayed the address
-  opts.timeout = timeout;
-  try {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>("0.0.0.0", opts);
-  } catch (const std::exception& e) {
-    throw CollectiveError("gloo: cannot start the rendezvous store on port " +
-                          std::to_string(port) + ": " + e.what());
-  }
-}
-
-GlooStoreServer::~GlooStoreServer() = default;
-
-int GlooStoreServer::port() const { return impl_->store->getPort(); }
 
 struct GlooCommunicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::chrono::milliseconds timeout;
-  std::string store_address;
 
   // Waits for a collective; Gloo's own timeout (options->timeout) bounds it.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
@@ -71,36 +33,27 @@ struct GlooCommunicator::Impl {
   }
 };
 
-GlooCommunicator::GlooCommunicator(const GlooOptions& options, GlooStoreServer* server)
+GlooCommunicator::GlooCommunicator(const GlooOptions& options)
     : impl_(std::make_unique<Impl>()), rank_(options.rank), world_size_(options.world_size) {
   impl_->timeout = options.timeout;
-  impl_->store_address = options.store_address;
+  if (options.store == nullptr || options.local_address.empty()) {
+    throw CollectiveError("gloo: rank " + std::to_string(rank_) +
+                          " needs a rendezvous store and a local address");
+  }
+  impl_->store = make_c10d_store(options.store, options.timeout);
   try {
-    if (server != nullptr) {
-      impl_->store = server->impl_->store;
-    } else {
-      const auto [host, port] = store_host_port(options.store_address);
-      c10d::TCPStoreOptions opts;
-      opts.port = static_cast<std::uint16_t>(port);
-      opts.isServer = false;
-      opts.waitWorkers = false;
-      opts.timeout = options.timeout;
-      impl_->store = c10::make_intrusive<c10d::TCPStore>(host, opts);
-    }
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(
-        options.local_address.empty()
-            ? c10d::ProcessGroupGloo::createDefaultDevice()
-            : c10d::ProcessGroupGloo::createDeviceForHostname(options.local_address));
+        c10d::ProcessGroupGloo::createDeviceForHostname(options.local_address));
     impl_->group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, rank_, world_size_, gloo_options);
-  } catch (const CollectiveError&) {
-    throw;
+  } catch (const CoordinatorError&) {
+    throw;  // the generation is over or the coordinator refused: its own exit code
   } catch (const std::exception& e) {
-    throw CollectiveError("gloo: rank " + std::to_string(rank_) + " could not join the group at " +
-                          options.store_address + " (world_size " + std::to_string(world_size_) +
-                          ") within " + std::to_string(options.timeout.count() / 1000.0) +
-                          " s: " + e.what());
+    throw CollectiveError("gloo: rank " + std::to_string(rank_) + " (bound to " +
+                          options.local_address + ") could not join the group of world_size " +
+                          std::to_string(world_size_) + " within " +
+                          std::to_string(options.timeout.count() / 1000.0) + " s: " + e.what());
   }
 }
 

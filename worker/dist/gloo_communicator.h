@@ -1,7 +1,9 @@
 // Communicator over Gloo for CPU tensors, for Kubernetes-native launches (no MPI): LibTorch's own
-// c10d ProcessGroupGloo, rendezvoused through a c10d TCPStore that rank 0 hosts and whose
-// address the coordinator relays to every rank (as torchrun's MASTER_ADDR/MASTER_PORT, minus the
-// extra service). Every collective is bounded by `timeout` (Gloo's own timeout): a dead peer or a
+// c10d ProcessGroupGloo, rendezvoused through a key-value store that every rank reaches, in
+// practice the coordinator's authenticated one (worker/rpc/coordinator_rendezvous.h), as
+// torchrun's c10d rendezvous uses its agent's store; no rank listens for the rendezvous. Each
+// rank's Gloo transport binds only to `local_address`, which it advertises to its peers through
+// the store. Every collective is bounded by `timeout` (Gloo's own timeout): a dead peer or a
 // dropped link makes it throw CollectiveError instead of hanging.
 #pragma once
 
@@ -9,39 +11,27 @@
 #include <memory>
 #include <string>
 
+#include "common/rendezvous/key_value_rendezvous.h"
 #include "worker/dist/communicator.h"
 
 namespace lf {
 
-// Rank 0's c10d TCPStore server, started before registration so its address can be relayed.
-class GlooStoreServer {
- public:
-  // Listens on all interfaces, on `port` (0: an ephemeral port). Throws CollectiveError naming
-  // the port when it cannot listen.
-  GlooStoreServer(int world_size, int port, std::chrono::milliseconds timeout);
-  ~GlooStoreServer();
-  int port() const;
-
- private:
-  friend class GlooCommunicator;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
 struct GlooOptions {
   int rank = 0;
   int world_size = 1;
-  std::string store_address;  // "host:port" of rank 0's GlooStoreServer
-  std::string local_address;  // address (or hostname) this rank's Gloo transport binds to
+  // The generation's rendezvous store, shared by every rank of the group.
+  std::shared_ptr<KeyValueRendezvous> store;
+  // Address (or hostname) this rank's Gloo transport binds to and advertises; never empty.
+  std::string local_address;
   std::chrono::milliseconds timeout{60000};  // cluster.collective_timeout
 };
 
 class GlooCommunicator : public Communicator {
  public:
-  // Connects to the store (rank 0 passes its own server) and forms the group; blocks until all
-  // world_size ranks have joined or `timeout` passed. Throws CollectiveError on failure, naming
-  // the store address.
-  GlooCommunicator(const GlooOptions& options, GlooStoreServer* server);
+  // Forms the group through options.store; blocks until all world_size ranks have joined or
+  // `timeout` passed. Throws CollectiveError on failure (naming the local address),
+  // GroupSupersededError / CoordinatorError as the store throws them.
+  explicit GlooCommunicator(const GlooOptions& options);
   ~GlooCommunicator() override;
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -218,7 +219,6 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   req.set_device(me.device);
   req.set_metrics_port(me.metrics_port);
   req.set_launcher(me.launcher);
-  req.set_rendezvous_address(me.rendezvous_address);
   req.set_nccl_unique_id(me.nccl_unique_id);
   req.set_restart_count(me.restart_count);
   req.set_restart_cause(me.restart_cause);
@@ -264,7 +264,6 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
   a.max_train_steps = resp.max_train_steps();
   a.num_epochs = resp.num_epochs();
   a.generation = resp.generation();
-  a.rendezvous_address = resp.rendezvous_address();
   a.nccl_unique_id = resp.nccl_unique_id();
   a.sample_now_id = resp.sample_now_id();
   {
@@ -272,12 +271,13 @@ JobAssignment CoordinatorClient::register_worker(const WorkerIdentity& me,
     impl_->ask.sample_now_id = std::max(impl_->ask.sample_now_id, a.sample_now_id);
   }
   if (resp.has_resume_point()) {
-    const pb::ResumePoint& p = resp.resume_point();
-    a.resume.checkpoint = p.checkpoint();
-    a.resume.global_step = p.global_step();
-    a.resume.epoch = p.epoch();
-    a.resume.batches_in_epoch = p.batches_in_epoch();
-    a.resume.world_size = p.world_size();
+    try {
+      a.resume = checkpoint_position_from_proto(
+          resp.resume_point(), "the coordinator's resume point (RegisterResponse)");
+    } catch (const std::runtime_error& e) {
+      throw CoordinatorError(std::string("coordinator at ") + address_ + ": " + e.what(),
+                             /*permanent=*/true);
+    }
   }
   return a;
 }
@@ -346,6 +346,49 @@ CoordinatorClient::CommitAck CoordinatorClient::commit_checkpoint(
     throw CoordinatorError(msg, is_permanent(s));
   }
   return ack.committed() ? CommitAck::kCommitted : CommitAck::kPending;
+}
+
+RendezvousResult CoordinatorClient::rendezvous(int rank, const RendezvousOp& op,
+                                               std::chrono::milliseconds budget) {
+  using Kind = RendezvousOp::Kind;
+  static const std::map<Kind, pb::RendezvousRequest::Op> kOps = {
+      {Kind::kSet, pb::RendezvousRequest::SET},
+      {Kind::kGet, pb::RendezvousRequest::GET},
+      {Kind::kAdd, pb::RendezvousRequest::ADD},
+      {Kind::kCompareSet, pb::RendezvousRequest::COMPARE_SET},
+      {Kind::kDelete, pb::RendezvousRequest::DELETE},
+      {Kind::kCheck, pb::RendezvousRequest::CHECK},
+      {Kind::kNumKeys, pb::RendezvousRequest::NUM_KEYS},
+      {Kind::kWait, pb::RendezvousRequest::WAIT}};
+  pb::RendezvousRequest req;
+  req.set_rank(rank);
+  req.set_generation(impl_->generation.load());
+  req.set_op(kOps.at(op.kind));
+  for (const std::string& k : op.keys) req.add_keys(k);
+  req.set_value(op.value);
+  req.set_expected(op.expected);
+  req.set_delta(op.delta);
+  req.set_wait_ms(op.wait.count());
+  // Every op but these may be repeated after a lost answer with the same result.
+  const bool idempotent = op.kind != Kind::kAdd && op.kind != Kind::kCompareSet;
+  const auto per_attempt =
+      std::chrono::duration_cast<std::chrono::seconds>(op.wait) + std::chrono::seconds(10);
+  pb::RendezvousResponse resp;
+  const grpc::Status s = impl_->call(
+      "Rendezvous", idempotent, per_attempt, /*wait_for_ready=*/false, budget,
+      [&](grpc::ClientContext* ctx) { return impl_->stub->Rendezvous(ctx, req, &resp); });
+  if (s.error_code() == grpc::StatusCode::ABORTED) {
+    throw GroupSupersededError("rendezvous store of generation " +
+                               std::to_string(req.generation()) + ": " + s.error_message());
+  }
+  if (!s.ok()) {
+    throw CoordinatorError(
+        "coordinator at " + address_ + " refused a rendezvous " +
+            pb::RendezvousRequest::Op_Name(req.op()) + " of rank " + std::to_string(rank) + ": " +
+            describe_status(s),
+        is_permanent(s) || s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  return {resp.found(), resp.value(), resp.number()};
 }
 
 void CoordinatorClient::set_retry_budget(std::chrono::milliseconds budget) {

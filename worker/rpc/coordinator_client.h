@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "common/checkpoint/train_position.h"
 #include "common/data/dataset.h"
 #include "common/data/epoch_plan.h"
 #include "worker/rpc/client_security.h"
@@ -54,8 +57,7 @@ struct WorkerIdentity {
   std::string device;   // "cpu" or "cuda:N"
   int metrics_port = 0; // 0 when disabled
   std::string launcher;            // "mpirun" | "env"
-  // Rank 0 in env mode: its Gloo store "host:port" and NCCL unique id, relayed to all ranks.
-  std::string rendezvous_address;
+  // Rank 0 in env mode on GPUs: the NCCL unique id, relayed to all ranks.
   std::string nccl_unique_id;
   int restart_count = 0;           // LF_RESTART_COUNT from lorafleet-launch
   std::string restart_cause;       // LF_RESTART_CAUSE
@@ -63,15 +65,6 @@ struct WorkerIdentity {
   // --resume as given: "" (fresh), "auto" (newest checkpoint of output_dir, if any) or an
   // absolute path. The coordinator resolves it once for the whole group.
   std::string resume;
-};
-
-// The checkpoint the coordinator chose for the whole group (RegisterResponse.resume_point).
-struct ResumeAssignment {
-  std::string checkpoint;            // checkpoint directory; "" = fresh run
-  std::int64_t global_step = 0;      // optimizer steps completed
-  int epoch = 0;                     // 0-based epoch of the next step
-  std::int64_t batches_in_epoch = 0; // global batches of `epoch` consumed
-  int world_size = 0;                // ranks that wrote it
 };
 
 struct JobAssignment {
@@ -86,9 +79,10 @@ struct JobAssignment {
   std::int64_t max_train_steps = 0;
   int num_epochs = 0;
   std::uint64_t generation = 0;
-  std::string rendezvous_address;  // rank 0's, relayed (env mode)
-  std::string nccl_unique_id;
-  ResumeAssignment resume;
+  std::string nccl_unique_id;  // rank 0's, relayed (env mode on GPUs)
+  // The checkpoint the coordinator chose for the whole group and checked against the job
+  // (RegisterResponse.resume_point); nullopt: a fresh run.
+  std::optional<CheckpointPosition> resume;
   // Operator sample-now requests before this generation (ranks act only on later ones).
   std::int64_t sample_now_id = 0;
 };
@@ -132,6 +126,23 @@ struct ProgressUpdate {
   std::int64_t validation_step = 0;
 };
 
+// One operation on the generation's rendezvous store (lorafleet.v1 RendezvousRequest; the
+// KeyValueRendezvous operations of common/rendezvous/key_value_rendezvous.h).
+struct RendezvousOp {
+  enum class Kind { kSet, kGet, kAdd, kCompareSet, kDelete, kCheck, kNumKeys, kWait };
+  Kind kind = Kind::kGet;
+  std::vector<std::string> keys;
+  std::string value;                  // kSet; kCompareSet: the desired value
+  std::string expected;               // kCompareSet
+  std::int64_t delta = 0;             // kAdd
+  std::chrono::milliseconds wait{0};  // kGet / kWait: longest the coordinator holds it
+};
+struct RendezvousResult {
+  bool found = false;       // kGet / kWait / kCheck: present; kDelete: existed
+  std::string value;        // kGet, kCompareSet
+  std::int64_t number = 0;  // kAdd, kNumKeys
+};
+
 class CoordinatorClient {
  public:
   // address = "host:port". Does not connect yet. `security`: the job token sent with every RPC
@@ -165,6 +176,11 @@ class CoordinatorClient {
   enum class CommitAck { kCommitted, kPending, kUnacknowledged };
   CommitAck commit_checkpoint(int rank, std::int64_t global_step, const std::string& path,
                               std::chrono::milliseconds budget);
+  // One rendezvous store operation as rank `rank` of the registered generation. Retries an
+  // unreachable coordinator for at most `budget` (non-idempotent ADD / COMPARE_SET only on
+  // UNAVAILABLE). Throws GroupSupersededError when the generation is over, CoordinatorError
+  // (permanent() for a refusal: token, limits, bad request) otherwise.
+  RendezvousResult rendezvous(int rank, const RendezvousOp& op, std::chrono::milliseconds budget);
   // Blocking, best effort (errors are logged, not thrown; retries while unreachable): this rank
   // is done, as `report` says (see FinishReport).
   void finish(const FinishReport& report);

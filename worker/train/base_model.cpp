@@ -54,8 +54,12 @@ BaseModel load_base_model(const ModelSection& model, const SDModelDtypes& dtypes
     out.summary = describe_checkpoint(shapes, family) + " (preset " + preset_name + ")";
     out.models = build_sd_models(preset, with_decoder, dtypes);
     load_sd_models(out.models, file.tensors);
+  } catch (const std::bad_alloc&) {
+    throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": " + e.what());
+    // A checkpoint of no supported family, or not the one model.architecture names: bad input
+    // (exit 3), every restart would load the same file.
+    throw ConfigError(path + ": " + e.what());
   }
   return out;
 }

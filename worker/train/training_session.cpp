@@ -88,14 +88,11 @@ TrainingSession::TrainingSession(const JobConfig& config_, const JobAssignment& 
       memory(device_) {
   torch::set_num_threads(std::max(1, config.worker.num_threads));
   comm.set_timeout(std::chrono::seconds(config.cluster.rendezvous_timeout_seconds));
-  // Cheap checks on the output folder and the resume point first, before the model loads. The
-  // coordinator already checked that its plan of the checkpoint's epoch is the one the
-  // checkpoint was trained on (plan_digest).
+  // The resume point first, before the model loads. The coordinator chose it for the group and
+  // checked it against the job (a fresh run's output_dir, seed, batching, optimizer, plan).
   std::unique_ptr<ResumePoint> resume;
-  if (job.resume.checkpoint.empty()) {
-    refuse_existing_checkpoints(config.source_name, config.output.output_dir);
-  } else {
-    resume = std::make_unique<ResumePoint>(open_resume_point(job, config));
+  if (job.resume) {
+    resume = std::make_unique<ResumePoint>(open_resume_point(*job.resume));
     resume_dir = resume->dir;
   }
   check_device_support(config, precision, device);
@@ -191,10 +188,21 @@ void TrainingSession::build_network(const ResumePoint* resume) {
   }
   // Adapters are created on each target layer's device (the models are already there).
   const bool sdxl = models.preset.family == ModelFamily::kSDXL;
-  lora = std::make_unique<LoRANetwork>(models.unet, unet_lora_naming(models.unet, sdxl),
-                                       kohya_text_encoder_targets(models), options, init_gen);
+  // The network's options and its network_weights come from the config: a network they cannot
+  // build (an OFT block size that does not divide a layer, a file of another rank or family) is
+  // bad input, not a fault a restart cures (exit 3).
+  LoRALoadReport report;
+  try {
+    lora = std::make_unique<LoRANetwork>(models.unet, unet_lora_naming(models.unet, sdxl),
+                                         kohya_text_encoder_targets(models), options, init_gen);
+    if (!net.network_weights.empty()) report = load_network_weights(*lora, net.network_weights);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(config.source_name + ": network: " + e.what());
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const ConfigError*>(&e) != nullptr) throw;
+    throw ConfigError(config.source_name + ": network.network_weights: " + e.what());
+  }
   if (!net.network_weights.empty()) {
-    const LoRALoadReport report = load_network_weights(*lora, net.network_weights);
     if (rank == 0) {
       LF_INFO("network_weights " << net.network_weights << ": " << report.loaded_modules
                                  << " modules loaded (" << report.variants << ")");
@@ -263,8 +271,11 @@ void TrainingSession::restore(std::unique_ptr<ResumePoint> resume) {
     optimizer->use_train_weights();
   }
   state.world_size = world_size;  // this group's, whoever wrote the checkpoint
-  state.gradient_accumulation_steps = config.training.gradient_accumulation_steps;
-  state.batch_sizes = batch_sizes_of(config);
+  // The facts a resume of this run's checkpoints must share (checked by the coordinator).
+  const ResumeExpectations facts = resume_expectations_of(config);
+  state.gradient_accumulation_steps = facts.gradient_accumulation_steps;
+  state.batch_sizes = facts.batch_sizes;
+  state.optimizer_type = facts.optimizer_type;
   if (!precision.loss_scaling) {
     state.loss_scale = 0.0;  // a checkpoint of an fp16 run continued in bf16 / fp32
     return;
@@ -285,9 +296,13 @@ void TrainingSession::prepare_data() {
   dataset = coordinator.get_dataset();
   tokenizer = std::make_unique<CLIPTokenizer>(CLIPTokenizer::from_file(config.model.tokenizer_vocab));
   const ModelPreset& preset = base.models.preset;
-  encoders = std::make_unique<TextEncoderStack>(preset, base.models.text_encoders, *tokenizer,
-                                                config.training.clip_skip,
-                                                config.training.max_token_length);
+  try {
+    encoders = std::make_unique<TextEncoderStack>(preset, base.models.text_encoders, *tokenizer,
+                                                  config.training.clip_skip,
+                                                  config.training.max_token_length);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(config.source_name + ": " + e.what());  // e.g. training.clip_skip
+  }
   // Frozen text encoders: their outputs are cached per caption (kohya
   // cache_text_encoder_outputs); trained ones run every step.
   if (!train_text_encoder) {
