@@ -90,6 +90,7 @@ CoordinatorServer::CoordinatorServer(const JobConfig& config, const CoordinatorO
   control_ = std::make_unique<OperatorControl>(!job_->config().sample_prompts_text.empty());
   service_ = std::make_unique<CoordinatorService>(*job_, *metrics_, service_options, store_.get(),
                                                   control_.get());
+  endpoint_ = std::make_unique<CoordinatorEndpoint>(*service_);
   control_service_ =
       std::make_unique<ControlService>(service_options.job_token, *control_, *service_);
   status_http_ = std::make_unique<StatusHttp>(
@@ -111,7 +112,7 @@ void CoordinatorServer::start() {
     credentials = grpc::SslServerCredentials(tls);
   }
   builder.AddListeningPort(listen_address_, credentials, &selected_port);
-  builder.RegisterService(service_.get());
+  builder.RegisterService(endpoint_.get());
   builder.RegisterService(control_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected_port == 0) {

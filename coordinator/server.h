@@ -10,6 +10,7 @@
 
 #include "common/config/job_config.h"
 #include "coordinator/control_service.h"
+#include "coordinator/coordinator_endpoint.h"
 #include "coordinator/operator_control.h"
 #include "coordinator/service.h"
 #include "coordinator/status_http.h"
@@ -82,6 +83,8 @@ class CoordinatorServer {
   void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(2));
 
   CoordinatorService& service() { return *service_; }
+  // What gRPC serves lorafleet.v1.Coordinator through (GetDataset / GetEpochPlan as bytes).
+  CoordinatorEndpoint& endpoint() { return *endpoint_; }
   ControlService& control() { return *control_service_; }
   CoordinatorMetrics& metrics() { return *metrics_; }
   const CoordinatorJob& job() const { return *job_; }
@@ -98,6 +101,7 @@ class CoordinatorServer {
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<OperatorControl> control_;
   std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<CoordinatorEndpoint> endpoint_;
   std::unique_ptr<ControlService> control_service_;
   std::unique_ptr<StatusHttp> status_http_;
   std::unique_ptr<grpc::Server> server_;

@@ -420,22 +420,30 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
 
 // ---- dataset and plans -------------------------------------------------------------------
 
-grpc::Status CoordinatorService::GetDataset(grpc::ServerContext* context,
-                                            const pb::GetDatasetRequest*,
-                                            pb::DatasetManifest* response) {
+grpc::Status CoordinatorService::dataset_manifest(grpc::ServerContext* context,
+                                                  const pb::DatasetManifest** manifest) {
   if (grpc::Status st = auth_.check(*context, "GetDataset"); !st.ok()) return st;
   metrics_.count_rpc("GetDataset");
   // The manifest does not depend on world_size; it is served at any time.
-  *response = manifest_;
+  *manifest = &manifest_;
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext* context,
-                                              const pb::GetEpochPlanRequest* request,
-                                              pb::EpochPlan* response) {
+grpc::Status CoordinatorService::GetDataset(grpc::ServerContext* context,
+                                            const pb::GetDatasetRequest*,
+                                            pb::DatasetManifest* response) {
+  const pb::DatasetManifest* manifest = nullptr;
+  if (grpc::Status st = dataset_manifest(context, &manifest); !st.ok()) return st;
+  *response = *manifest;
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::find_epoch_plan(grpc::ServerContext* context,
+                                                 const pb::GetEpochPlanRequest& request,
+                                                 std::shared_ptr<const EpochPlan>* plan) {
   if (grpc::Status st = auth_.check(*context, "GetEpochPlan"); !st.ok()) return st;
   metrics_.count_rpc("GetEpochPlan");
-  const int epoch = request->epoch();
+  const int epoch = request.epoch();
   int world_size = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -449,14 +457,13 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext* context,
     }
     world_size = members_.world_size();
   }
-  std::shared_ptr<const EpochPlan> plan;
   try {
-    if (request->world_size() > 0) {
+    if (request.world_size() > 0) {
       // The full plan for another world size, e.g. the one a checkpoint was trained on.
-      to_proto(job_.full_epoch_plan(epoch, request->world_size()), response);
+      *plan = std::make_shared<const EpochPlan>(job_.full_epoch_plan(epoch, request.world_size()));
       return grpc::Status::OK;
     }
-    plan = job_.epoch_plan(epoch);
+    *plan = job_.epoch_plan(epoch);
   } catch (const std::out_of_range& e) {
     return {grpc::StatusCode::INVALID_ARGUMENT, std::string("GetEpochPlan: ") + e.what()};
   } catch (const std::invalid_argument& e) {
@@ -464,15 +471,23 @@ grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext* context,
   } catch (const std::exception& e) {
     return {grpc::StatusCode::INTERNAL, std::string("GetEpochPlan: ") + e.what()};
   }
-  to_proto(*plan, response);
   {
     // Once per epoch (every rank asks): a restarted coordinator checks its plans against these.
     std::lock_guard<std::mutex> lock(mutex_);
     if (world_size == members_.world_size() && plans_recorded_.insert(epoch).second) {
-      const std::string digest = epoch_plan_digest(*plan);
+      const std::string digest = epoch_plan_digest(**plan);
       persist("the epoch plan", [&](StateStore& st) { st.record_plan(epoch, world_size, digest); });
     }
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::GetEpochPlan(grpc::ServerContext* context,
+                                              const pb::GetEpochPlanRequest* request,
+                                              pb::EpochPlan* response) {
+  std::shared_ptr<const EpochPlan> plan;
+  if (grpc::Status st = find_epoch_plan(context, *request, &plan); !st.ok()) return st;
+  to_proto(*plan, response);
   return grpc::Status::OK;
 }
 

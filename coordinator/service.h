@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -109,6 +110,19 @@ class CoordinatorService final : public lorafleet::v1::Coordinator::Service {
   grpc::Status Rendezvous(grpc::ServerContext* context,
                           const lorafleet::v1::RendezvousRequest* request,
                           lorafleet::v1::RendezvousResponse* response) override;
+
+  // GetDataset without the copy (CoordinatorEndpoint serves bytes serialized once): the job-token
+  // check and the count, then the manifest (immutable, served at any time). Thread-safe.
+  grpc::Status dataset_manifest(grpc::ServerContext* context,
+                                const lorafleet::v1::DatasetManifest** manifest);
+  // GetEpochPlan without the conversion (CoordinatorEndpoint serves the bytes it serialized once
+  // per plan): the same checks (job token, registration, epoch) and errors, the same record of
+  // the plan's digest, and the plan GetEpochPlan converts: the current schedule's (shared with
+  // CoordinatorJob's cache), or for request.world_size() > 0 a full plan of that world size
+  // built for this call. Thread-safe.
+  grpc::Status find_epoch_plan(grpc::ServerContext* context,
+                               const lorafleet::v1::GetEpochPlanRequest& request,
+                               std::shared_ptr<const EpochPlan>* plan);
 
   // Blocks until the job is done (all ranks of a generation finished ok, or the job failed:
   // rendezvous timeout, max_restarts exhausted; or shutdown()); returns the exit code: 0 when

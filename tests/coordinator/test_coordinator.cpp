@@ -29,6 +29,7 @@
 #include "common/data/epoch_plan.h"
 #include "common/io/safetensors.h"
 #include "coordinator/job.h"
+#include "coordinator/plan_bytes_cache.h"
 #include "coordinator/resume_point.h"
 #include "coordinator/server.h"
 #include "coordinator/state_store.h"
@@ -194,6 +195,65 @@ std::pair<int, std::string> run_command(const std::string& cmd) {
 }
 
 // ---- proto conversion --------------------------------------------------------------------
+
+// An epoch plan of `batches` batches of two samples, each with a caption.
+std::shared_ptr<const EpochPlan> small_plan(int epoch, int batches) {
+  EpochPlan p;
+  p.epoch = epoch;
+  for (int b = 0; b < batches; ++b) {
+    GlobalBatch g;
+    g.bucket = {256, 192};
+    for (int i = 0; i < 2; ++i) {
+      PlanSample s;
+      s.image_index = 2 * b + i;
+      s.has_caption = true;
+      s.caption = "sks, tag" + std::to_string(b);
+      g.samples.push_back(s);
+    }
+    p.batches.push_back(g);
+  }
+  return std::make_shared<const EpochPlan>(p);
+}
+
+std::string slice_text(const grpc::Slice& s) {
+  return std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+}
+
+TEST(PlanBytesCache, SerializesEachPlanObjectOnce) {
+  PlanBytesCache cache(2);
+  std::shared_ptr<const EpochPlan> a = small_plan(0, 3);
+  pb::EpochPlan message;
+  to_proto(*a, &message);
+  const grpc::Slice first = cache.bytes(a);
+  const grpc::Slice again = cache.bytes(a);
+  EXPECT_EQ(slice_text(first), message.SerializeAsString());
+  EXPECT_EQ(first.begin(), again.begin());  // the same bytes, referenced
+  EXPECT_EQ(cache.serializations(), 1);
+
+  // Another object is serialized on its own, even with the same content.
+  const std::shared_ptr<const EpochPlan> twin = std::make_shared<const EpochPlan>(*a);
+  EXPECT_EQ(slice_text(cache.bytes(twin)), message.SerializeAsString());
+  EXPECT_EQ(cache.serializations(), 2);
+
+  // A freed plan's entry never answers for a later object (a replanned epoch, maybe at the same
+  // address): its bytes are built anew.
+  a.reset();
+  const std::shared_ptr<const EpochPlan> replanned = small_plan(0, 5);
+  pb::EpochPlan replanned_message;
+  to_proto(*replanned, &replanned_message);
+  EXPECT_EQ(slice_text(cache.bytes(replanned)), replanned_message.SerializeAsString());
+  EXPECT_EQ(cache.serializations(), 3);
+
+  // Capacity 2: twin and replanned are kept, a third plan evicts the least recently used.
+  cache.bytes(twin);
+  const std::shared_ptr<const EpochPlan> next = small_plan(1, 3);
+  cache.bytes(next);
+  EXPECT_EQ(cache.serializations(), 4);
+  cache.bytes(twin);
+  EXPECT_EQ(cache.serializations(), 4);
+  cache.bytes(replanned);
+  EXPECT_EQ(cache.serializations(), 5);
+}
 
 TEST(ProtoConvert, DatasetAndPlanRoundTrip) {
   Dataset d;
@@ -845,6 +905,63 @@ TEST_F(CoordinatorTest, TwoRanksFullLifecycle) {
   text << in.rdbuf();
   EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_workers_alive"), 0.0);
   EXPECT_DOUBLE_EQ(metric_value(text.str(), "lorafleet_workers_finished"), 2.0);
+  server.shutdown();
+}
+
+// gRPC serves GetDataset and GetEpochPlan through CoordinatorEndpoint: the bytes of the
+// message the service would convert, a plan serialized once however many ranks ask, and the
+// service's errors as they are.
+TEST_F(CoordinatorTest, EndpointServesEachPlanSerializedOnce) {
+  CoordinatorOptions o = fast_options();
+  o.world_size = 2;
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  std::vector<std::thread> ranks;
+  grpc::Status st[2];
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      pb::RegisterResponse resp;
+      st[r] = do_register(*stub_for(address), r, 2, &resp);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].error_message() << st[1].error_message();
+  auto stub = stub_for(address);
+  auto plan_text = [&](int epoch, int world_size, grpc::StatusCode expected) {
+    pb::GetEpochPlanRequest req;
+    req.set_epoch(epoch);
+    req.set_world_size(world_size);
+    pb::EpochPlan plan;
+    grpc::ClientContext ctx;
+    set_deadline(&ctx, 10);
+    EXPECT_EQ(stub->GetEpochPlan(&ctx, req, &plan).error_code(), expected) << "epoch " << epoch;
+    return plan.SerializeAsString();
+  };
+  const CoordinatorJob& job = server.job();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(plan_text(0, 0, grpc::StatusCode::OK),
+              slice_text(epoch_plan_bytes(*job.epoch_plan(0))));
+  }
+  EXPECT_EQ(server.endpoint().plan_serializations(), 1);
+  EXPECT_EQ(plan_text(1, 0, grpc::StatusCode::OK),
+            slice_text(epoch_plan_bytes(*job.epoch_plan(1))));
+  EXPECT_EQ(server.endpoint().plan_serializations(), 2);
+  // The full plan of another world size (a resume's check) is built for its call.
+  EXPECT_EQ(plan_text(0, 3, grpc::StatusCode::OK),
+            slice_text(epoch_plan_bytes(job.full_epoch_plan(0, 3))));
+  EXPECT_EQ(server.endpoint().plan_serializations(), 3);
+  plan_text(job.schedule().num_epochs, 0, grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(server.endpoint().plan_serializations(), 3);
+
+  pb::DatasetManifest manifest;
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 10);
+  ASSERT_TRUE(stub->GetDataset(&ctx, pb::GetDatasetRequest(), &manifest).ok());
+  pb::DatasetManifest local;
+  to_proto(job.dataset(), &local);
+  EXPECT_EQ(manifest.SerializeAsString(), local.SerializeAsString());
+  EXPECT_EQ(manifest.images_size(), 6);
   server.shutdown();
 }
 

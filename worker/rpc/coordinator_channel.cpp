@@ -6,7 +6,8 @@
 namespace lf {
 
 std::shared_ptr<grpc::Channel> make_coordinator_channel(const std::string& address,
-                                                        const ClientSecurity& security) {
+                                                        const ClientSecurity& security,
+                                                        bool own_connection) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxPlanMessageBytes);  // plans of large datasets
   // gRPC's default reconnect backoff grows to 120 s; a restarted coordinator should be found
@@ -14,6 +15,7 @@ std::shared_ptr<grpc::Channel> make_coordinator_channel(const std::string& addre
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!security.tls_root_pem.empty()) {
     grpc::SslCredentialsOptions tls;

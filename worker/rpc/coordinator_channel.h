@@ -14,9 +14,13 @@
 
 namespace lf {
 
-// A channel to `address` ("host:port"); does not connect yet.
+// A channel to `address` ("host:port"); does not connect yet. gRPC lets channels of one process
+// with the same arguments share a TCP connection; own_connection gives this one its own (a
+// subchannel pool of its own), as a worker process has: for load tests that simulate many
+// workers in one process (bench/coordinator_load).
 std::shared_ptr<grpc::Channel> make_coordinator_channel(const std::string& address,
-                                                        const ClientSecurity& security);
+                                                        const ClientSecurity& security,
+                                                        bool own_connection = false);
 
 // Adds what every RPC must carry: "authorization: Bearer <job_token>" unless the token is "".
 void add_job_token(grpc::ClientContext* context, const std::string& job_token);
