@@ -56,7 +56,8 @@ grpc::Status CoordinatorService::ReportProgress(grpc::ServerContext* context,
       rank, s.global_step, s.samples_per_second, request->timings().step_seconds(),
       request->timings().allreduce_seconds(), request->timings().data_wait_seconds());
   update_progress_metrics();
-  update_membership_metrics(now);
+  // The membership gauges (every rank's last-seen age) are the ticker's to refresh: doing it
+  // here made every step cost O(world_size^2) over all ranks' reports.
   if (done_ || shutting_down_) {
     response->set_stop(true);
     response->set_stop_reason(done_ && !shutting_down_ ? "the job has ended"
