@@ -14,7 +14,10 @@
 //
 // usage: lorafleet-bench-checkpoint --dir DIR [--repeats N] [--rank R] [--lora-mb MB]
 // Prints one JSON line: bytes (whole checkpoint), tensors, repeats, write_s / read_s /
-// verify_s (medians), write_mb_s, read_mb_s (MB = 10^6 bytes), publish_s (rename + marker).
+// verify_s (medians), write_mb_s, read_mb_s (MB = 10^6 bytes), and the write's phases (medians):
+// lora_s (save_kohya_lora with its sshs hashes), state_s (save_train_state), publish_s (rename
+// + COMMITTED), prune_s.
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -112,7 +115,7 @@ int main(int argc, char** argv) {
   const std::string root = (fs::path(dir) / "checkpoints").string();
   fs::remove_all(root);
   fs::create_directories(root);
-  std::vector<double> write_s, publish_s, read_s, verify_s;
+  std::vector<double> write_s, lora_s, state_s, publish_s, prune_s, read_s, verify_s;
   std::uint64_t bytes = 0;
   for (int r = 0; r < repeats; ++r) {
     state.global_step = r + 1;
@@ -120,14 +123,20 @@ int main(int argc, char** argv) {
     const std::string staging = lf::prepare_staging_dir(root, state.global_step);
     lf::WrittenFiles written;
     written[lf::rng_state_file(0)] = lf::save_rng_state(staging, 0, rng_state);
+    auto t1 = std::chrono::steady_clock::now();
     written[lf::kCheckpointLoraFile] =
         lf::save_kohya_lora((fs::path(staging) / lf::kCheckpointLoraFile).string(), lora, metadata);
+    lora_s.push_back(seconds_since(t1));
+    t1 = std::chrono::steady_clock::now();
     written[lf::kCheckpointStateFile] = lf::save_train_state(staging, state);
-    const auto t1 = std::chrono::steady_clock::now();
+    state_s.push_back(seconds_since(t1));
+    t1 = std::chrono::steady_clock::now();
     const std::string published =
         lf::publish_staging_dir(staging, root, state.global_step, written);
     publish_s.push_back(seconds_since(t1));
+    t1 = std::chrono::steady_clock::now();
     lf::prune_checkpoints(root, 2);
+    prune_s.push_back(seconds_since(t1));
     write_s.push_back(seconds_since(t0));
 
     bytes = 0;
@@ -156,11 +165,12 @@ int main(int argc, char** argv) {
   const double w = median(write_s), rd = median(read_s);
   std::printf(
       "{\"bytes\": %llu, \"tensors\": %zu, \"repeats\": %d, \"rank\": %lld, \"write_s\": %.4f, "
-      "\"write_mb_s\": %.1f, \"publish_s\": %.4f, \"read_s\": %.4f, \"read_mb_s\": %.1f, "
-      "\"verify_sha256_s\": %.4f, \"write_s_all\": [",
+      "\"write_mb_s\": %.1f, \"lora_s\": %.4f, \"state_s\": %.4f, \"publish_s\": %.4f, "
+      "\"prune_s\": %.4f, \"read_s\": %.4f, \"read_mb_s\": %.1f, \"verify_sha256_s\": %.4f, "
+      "\"write_s_all\": [",
       static_cast<unsigned long long>(bytes), lora.size() + optimizer.size() + 1, repeats,
-      static_cast<long long>(rank), w, bytes / 1e6 / w, median(publish_s), rd, bytes / 1e6 / rd,
-      median(verify_s));
+      static_cast<long long>(rank), w, bytes / 1e6 / w, median(lora_s), median(state_s),
+      median(publish_s), median(prune_s), rd, bytes / 1e6 / rd, median(verify_s));
   for (size_t i = 0; i < write_s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", write_s[i]);
   std::printf("]}\n");
   fs::remove_all(root);
