@@ -164,15 +164,7 @@ TEST_F(EndToEnd, ResumeGivesByteIdenticalLoRA) {
   EXPECT_EQ(lf::load_safetensors(split + "/e2e.safetensors").metadata.at("ss_steps"), "6");
   // Resuming the finished run: nothing to train, and the summary names the resumed checkpoint
   // and its own LoRA (not <output_name>.safetensors, which another run may have written).
-  // The coordinator restarted on a finished job waits cluster.rendezvous_timeout_seconds for a
-  // group (2 s in these configs, less than two loaded workers may take to start): give it 60.
-  const std::string cfg_done = (dir_ / "b_done.yaml").string();
-  {
-    std::string y = read_file(cfg);
-    y.replace(y.find("rendezvous_timeout_seconds: 2"), 29, "rendezvous_timeout_seconds: 60");
-    std::ofstream(cfg_done) << y;
-  }
-  RunResult done = run_job(cfg_done, cport, 2, "--resume " + split);
+  RunResult done = run_job(with_rendezvous_timeout(cfg, 60), cport, 2, "--resume " + split);
   ASSERT_EQ(done.exit_code, 0) << done.output;
   const std::string last = split + "/checkpoints/step-00000006";
   EXPECT_NE(done.output.find("nothing to train: the checkpoint resumed from, " + last +

@@ -108,8 +108,8 @@ TEST_F(TensorBoardLogs, KohyaTagsOnceAStepAcrossAResumeOfAnOlderCheckpoint) {
   std::sort(newer.begin(), newer.end());
   ASSERT_FALSE(newer.empty());
   std::string coordinator_b2;
-  RunResult b2 = run_job(cfg_b, cport_, 2, "--resume " + out_b + "/checkpoints/step-00000002",
-                         &coordinator_b2);
+  RunResult b2 = run_job(with_rendezvous_timeout(cfg_b, 60), cport_, 2,
+                         "--resume " + out_b + "/checkpoints/step-00000002", &coordinator_b2);
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   // Those checkpoints were moved aside whole, never deleted, and the resumed run wrote its own
   // (byte-identical: the training is exact) in their place.

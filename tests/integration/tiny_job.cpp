@@ -74,6 +74,15 @@ std::string TinyJobTest::with_unet_only(const std::string& path) {
   return path;
 }
 
+std::string TinyJobTest::with_rendezvous_timeout(const std::string& path, int seconds) {
+  std::string y = read_file(path);
+  const std::string key = "rendezvous_timeout_seconds: ";
+  const std::size_t at = y.find(key);
+  y.replace(at, y.find('\n', at) - at, key + std::to_string(seconds));
+  std::ofstream(path) << y;
+  return path;
+}
+
 std::string TinyJobTest::with_output_keys(const std::string& path, const std::string& keys) {
   std::string y = read_file(path);
   const std::string anchor = "  output_name: e2e\n";

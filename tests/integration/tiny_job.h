@@ -35,6 +35,12 @@ class TinyJobTest : public ::testing::Test {
   // Adds `keys` ("  key: value\n" lines) to the output section of the config at `path`;
   // returns the path.
   std::string with_output_keys(const std::string& path, const std::string& keys);
+  // Sets cluster.rendezvous_timeout_seconds (2 in these configs, so that a missing rank fails
+  // fast) to `seconds` in the config at `path`; returns the path. For a run whose coordinator
+  // finds its job finished: it waits that long for the workers before it reports the job done,
+  // and two loaded workers may take longer than 2 s to start. The key is not part of the job's
+  // identity, so the coordinator still finds the job's state.
+  std::string with_rendezvous_timeout(const std::string& path, int seconds);
 
   // Runs coordinator + np workers (`env` prefixes the worker command, e.g. "VAR=1"); returns
   // the workers' combined output and exit code (100 + the coordinator's when only it failed).
