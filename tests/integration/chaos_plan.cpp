@@ -74,7 +74,8 @@ std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64
     const std::int64_t lo = first + span * i / faults;
     const std::int64_t hi = std::max(lo + 1, first + span * (i + 1) / faults);
     f.step = lo + draw(rng, hi - lo);
-    f.delay_ms = static_cast<int>(draw(rng, 800));
+    f.early = draw(rng, 4) == 0;
+    f.delay_ms = static_cast<int>(draw(rng, f.early ? 5000 : 800));
     f.rank = static_cast<int>(draw(rng, world_size));
     f.tear = static_cast<TearKind>(draw(rng, kTearKinds));
     f.down_ms = static_cast<int>(draw(rng, 3000));
@@ -91,7 +92,8 @@ std::string describe(const PlannedFault& f) {
     s += std::string(" ") + tear_name(f.tear);
     if (f.tear == TearKind::kDeleteRankRng) s += " rank " + std::to_string(f.rank);
   }
-  return s + " at step " + std::to_string(f.step) + " +" + std::to_string(f.delay_ms) + " ms";
+  return s + (f.early ? " early" : " at step " + std::to_string(f.step)) + " +" +
+         std::to_string(f.delay_ms) + " ms";
 }
 
 }  // namespace lf::test

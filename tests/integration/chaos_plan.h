@@ -32,9 +32,14 @@ const char* tear_name(TearKind kind);  // "truncate_lora", "delete_rank_rng", "d
 
 struct PlannedFault {
   FaultKind kind = FaultKind::kKillWorker;
-  std::int64_t step = 0;  // injected once the running group has trained this global step...
-  int delay_ms = 0;       // ... and this long after (so it lands anywhere in a step)
-  int rank = 0;           // kKillWorker: the rank killed; kDeleteRankRng: the RNG file removed
+  // When: once the running group has trained global step `step`, `delay_ms` later (so it lands
+  // anywhere in a step); or, `early`, `delay_ms` after the group's processes started (the job's
+  // start, or the restart after the previous fault), while they load, register and form the
+  // group, before they train (or, after a coordinator fault, while they reconnect).
+  bool early = false;
+  std::int64_t step = 0;
+  int delay_ms = 0;
+  int rank = 0;  // kKillWorker: the rank killed; kDeleteRankRng: the RNG file removed
   TearKind tear = TearKind::kTruncateLora;  // kTornCheckpoint
   int down_ms = 0;                          // kKillCoordinator: how long the coordinator stays down
 };
@@ -42,13 +47,14 @@ struct PlannedFault {
 // `faults` faults for a job of `steps` steps on `world_size` ranks that checkpoints every
 // `save_every` steps. Steps are ascending, one drawn in each of `faults` equal slices of
 // [save_every + 1, steps - 2 * save_every] (so a committed checkpoint exists to tear, and the
-// job does not end before the last fault), delays in [0, 800) ms, down times in [0, 3000) ms.
-// With 4 faults or more every kind occurs at least once. Throws std::invalid_argument when
-// the job is too short for a fault window (steps < 3 * save_every + 1) or faults < 1.
+// job does not end before the last fault); one fault in 4 is early (drawn), delays in
+// [0, 800) ms, or [0, 5000) ms for early ones, down times in [0, 3000) ms. With 4 faults or
+// more every kind occurs at least once. Throws std::invalid_argument when the job is too short
+// for a fault window (steps < 3 * save_every + 1) or faults < 1.
 std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64_t steps,
                                       int save_every, int world_size);
 
-// One line, e.g. "kill_worker rank 2 at step 57 +312 ms".
+// One line, e.g. "kill_worker rank 2 at step 57 +312 ms" or "terminate_group early +2210 ms".
 std::string describe(const PlannedFault& fault);
 
 }  // namespace lf::test

@@ -48,11 +48,13 @@ struct InjectedFault {
   double at_seconds = 0.0;     // since the chaos run's start
   std::vector<pid_t> targets;  // the processes signalled (workers by rank, or the coordinator)
   std::string detail;          // what was torn, how the group came back
-  // kTornCheckpoint: the step of the checkpoint torn, and the one the restarted group resumed
-  // (-1: none, it started afresh); else both -1.
+  // kTornCheckpoint: the step of the checkpoint torn (-1: none was committed yet), and the one
+  // the restarted group resumed (-1: it started afresh, or the next fault came before it
+  // resumed); else both -1.
   std::int64_t torn_step = -1;
   std::int64_t resumed_step = -1;
-  double recovery_seconds = 0.0;  // injection -> the next step line of the (restarted) group
+  // Injection -> the (restarted) group's next step; -1 when the next fault is early.
+  double recovery_seconds = -1.0;
 };
 
 struct ChaosResult {
@@ -76,14 +78,16 @@ struct ChaosResult {
 };
 
 // Runs the reference and then the chaos job, logging the plan and each fault to `log` as it
-// happens (one "[chaos] ..." line each). Never throws for a failure of the job: see
-// ChaosResult::error.
+// happens (one "[chaos] ..." line each). An early fault (PlannedFault::early) is injected while
+// the group that the previous fault restarted is still starting. Never throws for a failure of the
+// job: see ChaosResult::error.
 ChaosResult run_chaos(const ChaosOptions& options, std::ostream& log);
 
 // What a run must show, one line per expectation it misses ("" none): no error, every fault
 // injected, both launchers and the last coordinator exit 0, one group restart per worker fault
-// (kill_worker, terminate_group, torn_checkpoint) and generation 1 + that many, every torn
-// checkpoint skipped by the resume, and the LoRA byte-identical to the reference's.
+// (kill_worker, terminate_group, torn_checkpoint) and generation 1 + that many (less the early
+// ones that came before their group formed), every torn checkpoint skipped by the resume, and
+// the LoRA byte-identical to the reference's.
 std::vector<std::string> chaos_failures(const ChaosOptions& options, const ChaosResult& result);
 
 // A one-line summary: seed, faults by kind, times, restarts, verdict.
