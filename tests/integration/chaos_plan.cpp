@@ -78,7 +78,7 @@ std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64
     f.delay_ms = static_cast<int>(draw(rng, f.early ? 5000 : 800));
     f.rank = static_cast<int>(draw(rng, world_size));
     f.tear = static_cast<TearKind>(draw(rng, kTearKinds));
-    f.down_ms = static_cast<int>(draw(rng, 3000));
+    f.down_ms = static_cast<int>(draw(rng, 12000));
     plan.push_back(f);
   }
   return plan;

@@ -47,8 +47,9 @@ struct PlannedFault {
 // `faults` faults for a job of `steps` steps on `world_size` ranks that checkpoints every
 // `save_every` steps. Steps are ascending, one drawn in each of `faults` equal slices of
 // [save_every + 1, steps - 2 * save_every] (so a committed checkpoint exists to tear, and the
-// job does not end before the last fault); one fault in 4 is early (drawn), delays in
-// [0, 800) ms, or [0, 5000) ms for early ones, down times in [0, 3000) ms. With 4 faults or
+// job does not end before the last fault); one fault in 4 is early (drawn); delays in
+// [0, 800) ms, or [0, 5000) ms for early ones; down times in [0, 12000) ms (past the chaos
+// job's 10 s collective_timeout, which bounds the wait of a checkpoint report). With 4 faults or
 // more every kind occurs at least once. Throws std::invalid_argument when the job is too short
 // for a fault window (steps < 3 * save_every + 1) or faults < 1.
 std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64_t steps,

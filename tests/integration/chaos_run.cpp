@@ -201,9 +201,11 @@ void JobUnderTest::start_coordinator() {
   coordinator_ = std::make_unique<ChildProcess>(
       std::vector<std::string>{o_.programs.coordinator, "--config", config_}, log);
   if (!coordinator_->wait_for_log("serving lorafleet.v1.Coordinator", o_.wait_limit)) {
-    throw std::runtime_error("coordinator " + std::to_string(coordinator_starts_) +
-                             " did not start serving within " +
-                             std::to_string(o_.wait_limit.count()) + " s");
+    throw std::runtime_error(
+        "coordinator " + std::to_string(coordinator_starts_) + " did not start serving (" +
+        (coordinator_->running() ? "within " + std::to_string(o_.wait_limit.count()) + " s"
+                                 : "exit " + std::to_string(*coordinator_->wait(milliseconds(0)))) +
+        ")");
   }
 }
 
@@ -301,6 +303,12 @@ void JobUnderTest::tear_newest_checkpoint(const PlannedFault& f, InjectedFault& 
     kill(pid, SIGSTOP);
     r.targets.push_back(pid);
   }
+  wait_for(
+      [&] {
+        return std::all_of(r.targets.begin(), r.targets.end(),
+                           [](pid_t pid) { return process_state(pid) == 'T'; });
+      },
+      "the group to stop (SIGSTOP)");
   const std::string root = out_dir_ + "/checkpoints";
   const std::string newest = newest_committed_checkpoint(root);
   if (newest.empty()) {

@@ -81,13 +81,30 @@ bool ChildProcess::running() { return !wait(std::chrono::milliseconds(0)); }
 
 std::string ChildProcess::log() const { return read_file(log_path_); }
 
-bool ChildProcess::wait_for_log(const std::string& text, std::chrono::milliseconds timeout) const {
+bool ChildProcess::wait_for_log(const std::string& text, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (log().find(text) == std::string::npos) {
+    if (!running()) return log().find(text) != std::string::npos;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return true;
+}
+
+namespace {
+// The fields of /proc/<pid>/stat after "pid (comm)" (comm may hold spaces and parentheses);
+// "" when the process is gone.
+std::string stat_fields(const std::string& stat_path) {
+  const std::string stat = read_file(stat_path);
+  const std::size_t close = stat.rfind(')');
+  return close == std::string::npos ? "" : stat.substr(close + 1);
+}
+}  // namespace
+
+char process_state(pid_t pid) {
+  char state = 0;
+  const std::string fields = stat_fields("/proc/" + std::to_string(pid) + "/stat");
+  return std::sscanf(fields.c_str(), " %c", &state) == 1 ? state : 0;
 }
 
 std::vector<pid_t> child_pids(pid_t parent) {
@@ -95,13 +112,11 @@ std::vector<pid_t> child_pids(pid_t parent) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
-    const std::string stat = read_file(e.path().string() + "/stat");
-    const std::size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
+    // /proc/<pid>/stat: "pid (comm) state ppid ...".
+    const std::string fields = stat_fields(e.path().string() + "/stat");
     char state = 0;
     int ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
+    if (std::sscanf(fields.c_str(), " %c %d", &state, &ppid) == 2 && ppid == parent) {
       out.push_back(static_cast<pid_t>(std::stol(name)));
     }
   }

@@ -39,8 +39,9 @@ class ChildProcess {
   bool running();
   // The whole log so far.
   std::string log() const;
-  // Waits at most `timeout` for `text` in the log.
-  bool wait_for_log(const std::string& text, std::chrono::milliseconds timeout) const;
+  // Waits at most `timeout` for `text` in the log; false also as soon as the process has exited
+  // without writing it.
+  bool wait_for_log(const std::string& text, std::chrono::milliseconds timeout);
 
  private:
   std::string log_path_;
@@ -50,6 +51,9 @@ class ChildProcess {
 
 // The pids whose parent is `parent` (from /proc/<pid>/stat), ascending.
 std::vector<pid_t> child_pids(pid_t parent);
+// The state letter of /proc/<pid>/stat ('R' running, 'S' sleeping, 'T' stopped, 'Z' zombie...);
+// 0 when the process is gone.
+char process_state(pid_t pid);
 // The value of `name` in /proc/<pid>/environ; nullopt when unset or the process is gone.
 std::optional<std::string> process_env(pid_t pid, const std::string& name);
 
