@@ -139,8 +139,8 @@ int run_launcher(const LaunchOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   set_log_role("launch");
 
-  int failures = 0;          // restarts charged to max_restarts
-  int restarts = 0;          // all restarts
+  int failures = 0;  // restarts charged to max_restarts
+  int restarts = 0;  // all restarts
   std::string cause;         // why the group last failed, for the log
   std::string member_cause;  // ... as the members get it (LF_RESTART_CAUSE)
   while (true) {
@@ -193,17 +193,6 @@ int run_launcher(const LaunchOptions& o) {
             describe_status(first_bad->status);
     LF_WARN(cause << "; stopping the rest of the group");
     stop_group(members, o.stop_grace_seconds);
-    // A member exits 0 only once the job's end is on disk and reported (the final checkpoint
-    // and LoRA, or an operator's stop): another failing meanwhile (a crash or a kill while it
-    // exits) cannot undo that, and a restarted group would only find the coordinator gone.
-    const auto finished = std::find_if(members.begin(), members.end(), [](const Member& m) {
-      return WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0;
-    });
-    if (finished != members.end()) {
-      LF_WARN(cause << " after rank " << finished->rank
-                    << " had finished the job (exit 0): the job is done, not restarting");
-      return 0;
-    }
     if (code == kExitBadInput || code == kExitCancelled || code == 126 || code == 127) {
       // 3: bad input or a refusal by the coordinator; 4: an operator cancelled the job;
       // 126/127: the command cannot be run.

@@ -13,8 +13,7 @@
 // by signal 9 (Killed)").
 // Exit codes of members: 143 (preempted) restarts without counting against max_restarts;
 // 3 (bad input) and 4 (cancelled by an operator) stop at once; anything else, or death by a
-// signal, is a failure that restarts, unless another member has exited 0: the job is done
-// (its end is on disk and reported), and the launcher exits 0. SIGTERM to the launcher is forwarded (the members commit a
+// signal, is a failure that restarts. SIGTERM to the launcher is forwarded (the members commit a
 // checkpoint and exit 143; the launcher exits 143). SIGINT (Ctrl-C) is forwarded as SIGINT, an
 // operator's stop: the members commit a checkpoint, write the LoRA and exit 0, and so does the
 // launcher.
