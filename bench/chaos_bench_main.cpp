@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "max_train_steps of the job")->check(CLI::PositiveNumber);
   app.add_option("--save-every", o.save_every, "save_every_n_steps")->check(CLI::PositiveNumber);
   app.add_option("--world-size", o.world_size, "ranks")->check(CLI::PositiveNumber);
+  app.add_flag("--late", o.late_faults,
+               "let the last fault come after the job's last step (a known open race, "
+               "bench/README.md)");
   app.add_option("--work-dir", o.work_dir, "scratch folder (removed first, kept after)");
   app.add_option("--time-limit", time_limit, "seconds for both runs together");
   app.add_option("--wait-limit", wait_limit, "seconds for any one wait");

@@ -54,7 +54,7 @@ const char* tear_name(TearKind kind) {
 }
 
 std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64_t steps,
-                                      int save_every, int world_size) {
+                                      int save_every, int world_size, bool late) {
   const std::int64_t first = save_every + 1;
   const std::int64_t last = steps - 2 * static_cast<std::int64_t>(save_every);
   if (faults < 1 || last < first || save_every < 1 || world_size < 1) {
@@ -75,6 +75,11 @@ std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64
     const std::int64_t hi = std::max(lo + 1, first + span * (i + 1) / faults);
     f.step = lo + draw(rng, hi - lo);
     f.early = draw(rng, 4) == 0;
+    if (late && i + 1 == faults &&
+        (f.kind == FaultKind::kKillWorker || f.kind == FaultKind::kTerminateGroup)) {
+      f.late = draw(rng, 2) == 0;
+      f.early = f.early && !f.late;
+    }
     f.delay_ms = static_cast<int>(draw(rng, f.early ? 5000 : 800));
     f.rank = static_cast<int>(draw(rng, world_size));
     f.tear = static_cast<TearKind>(draw(rng, kTearKinds));
@@ -92,8 +97,11 @@ std::string describe(const PlannedFault& f) {
     s += std::string(" ") + tear_name(f.tear);
     if (f.tear == TearKind::kDeleteRankRng) s += " rank " + std::to_string(f.rank);
   }
-  return s + (f.early ? " early" : " at step " + std::to_string(f.step)) + " +" +
-         std::to_string(f.delay_ms) + " ms";
+  return s +
+         (f.early  ? " early"
+          : f.late ? " late"
+                   : " at step " + std::to_string(f.step)) +
+         " +" + std::to_string(f.delay_ms) + " ms";
 }
 
 }  // namespace lf::test

@@ -37,6 +37,11 @@ struct PlannedFault {
   // start, or the restart after the previous fault), while they load, register and form the
   // group, before they train (or, after a coordinator fault, while they reconnect).
   bool early = false;
+  // Or, `late` (plan_faults with late = true: the last fault, a kill_worker or terminate_group,
+  // half the time), `delay_ms` after the group trained the job's last step, while it writes the
+  // final checkpoint and LoRA, reports and exits: whatever worker processes are left are
+  // signalled.
+  bool late = false;
   std::int64_t step = 0;
   int delay_ms = 0;
   int rank = 0;  // kKillWorker: the rank killed; kDeleteRankRng: the RNG file removed
@@ -47,15 +52,17 @@ struct PlannedFault {
 // `faults` faults for a job of `steps` steps on `world_size` ranks that checkpoints every
 // `save_every` steps. Steps are ascending, one drawn in each of `faults` equal slices of
 // [save_every + 1, steps - 2 * save_every] (so a committed checkpoint exists to tear, and the
-// job does not end before the last fault); one fault in 4 is early (drawn); delays in
+// job does not end before the last fault); one fault in 4 is early (drawn); with `late`, the last
+// one is late half the time when it is a kill_worker or terminate_group; delays in
 // [0, 800) ms, or [0, 5000) ms for early ones; down times in [0, 12000) ms (past the chaos
 // job's 10 s collective_timeout, which bounds the wait of a checkpoint report). With 4 faults or
 // more every kind occurs at least once. Throws std::invalid_argument when the job is too short
 // for a fault window (steps < 3 * save_every + 1) or faults < 1.
 std::vector<PlannedFault> plan_faults(std::uint64_t seed, int faults, std::int64_t steps,
-                                      int save_every, int world_size);
+                                      int save_every, int world_size, bool late = false);
 
-// One line, e.g. "kill_worker rank 2 at step 57 +312 ms" or "terminate_group early +2210 ms".
+// One line, e.g. "kill_worker rank 2 at step 57 +312 ms", "terminate_group early +2210 ms" or
+// "kill_worker rank 0 late +75 ms".
 std::string describe(const PlannedFault& fault);
 
 }  // namespace lf::test

@@ -66,6 +66,13 @@ std::int64_t number_at(const std::string& text, std::size_t at) {
   return n;
 }
 
+// How often `key` occurs in `text`.
+int count_of(const std::string& text, const std::string& key) {
+  int n = 0;
+  for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) ++n;
+  return n;
+}
+
 // The number after the last `key` in `text`; -1 when absent.
 std::int64_t number_after_last(const std::string& text, const std::string& key) {
   const std::size_t at = text.rfind(key);
@@ -136,6 +143,8 @@ class JobUnderTest {
   // Injects `f` (waiting for its step, or for the group's processes when it is early) and, with
   // `then_train`, waits until the group trains again.
   InjectedFault inject(const PlannedFault& f, Clock::time_point t0, bool then_train);
+  // A late fault: after the job's last step, to whichever workers are still running.
+  InjectedFault inject_late(const PlannedFault& f, Clock::time_point t0);
   int wait_launcher_exit();
   int wait_coordinator_exit();
   std::string launcher_log() const { return read_file(launcher_log_); }
@@ -237,7 +246,7 @@ void JobUnderTest::start() {
 void JobUnderTest::wait_for(const std::function<bool()>& done, const std::string& what) {
   const Clock::time_point until = std::min(Clock::now() + o_.wait_limit, deadline_);
   while (!done()) {
-    if (!launcher_->running()) {
+    if (!launcher_->running() && !done()) {
       throw std::runtime_error("lorafleet-launch exited with " +
                                std::to_string(*launcher_->wait(milliseconds(0))) +
                                " while waiting for " + what);
@@ -334,7 +343,25 @@ void JobUnderTest::restart_coordinator(const PlannedFault& f, InjectedFault& r) 
   steps_mark_ = file_size_or_0(sample_log_);
 }
 
+InjectedFault JobUnderTest::inject_late(const PlannedFault& f, Clock::time_point t0) {
+  InjectedFault r;
+  r.planned = f;
+  r.seen_step = wait_for_step(o_.steps, describe(f));
+  std::this_thread::sleep_for(milliseconds(f.delay_ms));
+  r.at_seconds = seconds_since(t0);
+  // The group may be exiting: whatever is left is signalled, nothing is waited for.
+  for (pid_t pid : child_pids(launcher_->pid())) {
+    const std::optional<std::string> rank = process_env(pid, "LF_RANK");
+    if (!rank || (f.kind == FaultKind::kKillWorker && std::stoi(*rank) != f.rank)) continue;
+    kill(pid, f.kind == FaultKind::kKillWorker ? SIGKILL : SIGTERM);
+    r.targets.push_back(pid);
+  }
+  r.detail = r.targets.empty() ? "the worker(s) had exited" : "";
+  return r;
+}
+
 InjectedFault JobUnderTest::inject(const PlannedFault& f, Clock::time_point t0, bool then_train) {
+  if (f.late) return inject_late(f, t0);
   InjectedFault r;
   r.planned = f;
   if (f.early) {
@@ -424,7 +451,7 @@ ChaosResult run_chaos(const ChaosOptions& o, std::ostream& log) {
   const Clock::time_point deadline = Clock::now() + o.time_limit;
   try {
     const std::vector<PlannedFault> plan =
-        plan_faults(o.seed, o.faults, o.steps, o.save_every, o.world_size);
+        plan_faults(o.seed, o.faults, o.steps, o.save_every, o.world_size, o.late_faults);
     log << "[chaos] seed " << o.seed << ": " << o.faults << " faults in " << o.steps << " steps on "
         << o.world_size << " ranks, a checkpoint every " << o.save_every << " steps, in "
         << o.work_dir << std::endl;
@@ -478,11 +505,8 @@ ChaosResult run_chaos(const ChaosOptions& o, std::ostream& log) {
     r.chaos_seconds = seconds_since(t0);
     r.coordinator_starts = job.coordinator_starts();
     const std::string launcher = job.launcher_log();
-    r.launcher_restarts =
-        launcher.find(" members finished") == std::string::npos ? -1
-        : launcher.find(" members finished after ") == std::string::npos
-            ? 0
-            : static_cast<int>(number_after_last(launcher, " members finished after "));
+    r.launcher_restarts = count_of(
+        job.launcher_log(), "restarted " + std::to_string(o.world_size) + " ranks (restart ");
     r.final_generation =
         static_cast<int>(number_after_last(job.coordinator_log(), " ranks of generation "));
     r.chaos_lora = job.lora();
@@ -502,10 +526,12 @@ std::vector<std::string> chaos_failures(const ChaosOptions& o, const ChaosResult
   };
   int worker_faults = 0;
   int early_worker_faults = 0;  // may come before their group formed: no generation ends then
+  int late_faults = 0;          // may come after the job's end: no restart then
   int coordinator_faults = 0;
   for (const InjectedFault& f : r.injected) {
     (f.planned.kind == FaultKind::kKillCoordinator ? coordinator_faults : worker_faults) += 1;
     if (f.planned.early && f.planned.kind != FaultKind::kKillCoordinator) ++early_worker_faults;
+    if (f.planned.late) ++late_faults;
     expect(f.planned.kind != FaultKind::kTornCheckpoint || f.resumed_step < f.torn_step,
            "after tearing step " + std::to_string(f.torn_step) + " the group resumed step " +
                std::to_string(f.resumed_step) + ", not an older checkpoint");
@@ -521,14 +547,17 @@ std::vector<std::string> chaos_failures(const ChaosOptions& o, const ChaosResult
   expect(r.coordinator_starts == 1 + coordinator_faults,
          std::to_string(r.coordinator_starts) + " coordinator starts, expected " +
              std::to_string(1 + coordinator_faults));
-  expect(r.launcher_restarts == worker_faults,
+  expect(r.launcher_restarts >= worker_faults - late_faults && r.launcher_restarts <= worker_faults,
          "lorafleet-launch restarted the group " + std::to_string(r.launcher_restarts) +
-             " times, expected " + std::to_string(worker_faults) + " (one per worker fault)");
-  const int min_generation = 1 + worker_faults - early_worker_faults;
+             " times, expected " + std::to_string(worker_faults - late_faults) + ".." +
+             std::to_string(worker_faults) +
+             " (one per worker fault, but a late one may come after the job's end)");
+  const int min_generation = 1 + worker_faults - early_worker_faults - late_faults;
   expect(r.final_generation >= min_generation && r.final_generation <= worker_faults + 1,
          "the job ended in generation " + std::to_string(r.final_generation) + ", expected " +
              std::to_string(min_generation) + ".." + std::to_string(worker_faults + 1) +
-             " (one per worker fault, but an early one may come before its group formed)");
+             " (one per worker fault, but an early one may come before its group formed and a "
+             "late one after the job's end)");
   expect(r.lora_identical, r.chaos_lora + " differs from the uninterrupted run's " +
                                r.reference_lora + " (" +
                                std::to_string(read_file(r.chaos_lora).size()) + " vs " +

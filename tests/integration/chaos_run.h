@@ -34,6 +34,10 @@ struct ChaosOptions {
   std::int64_t steps = 40;  // max_train_steps
   int save_every = 4;       // training.save_every_n_steps
   int world_size = 3;
+  // Let the last fault come late (after the job's last step). Off by default: a worker killed
+  // between its Finish and its exit, once the coordinator has ended with the job, makes
+  // lorafleet-launch restart a group that cannot register (exit 75); see bench/README.md.
+  bool late_faults = false;
   std::string work_dir;  // scratch, removed first: job/, reference/, chaos/ and the logs
   std::string demo_dir;  // .deps/demo (scripts/prepare_demo_data.sh)
   std::string vocab;     // .deps/bpe_simple_vocab_16e6.txt.gz
@@ -66,8 +70,8 @@ struct ChaosResult {
   int launcher_exit = -1;     // the chaos run's lorafleet-launch
   int coordinator_exit = -1;  // the chaos run's last coordinator
   int coordinator_starts = 0;
-  // From the launcher's "all N members finished after R restart(s)" and the last coordinator's
-  // "all N ranks of generation G finished"; -1 when the line is missing.
+  // The launcher's "restarted N ranks" lines, and G of the last coordinator's "all N ranks of
+  // generation G finished" (-1 when the line is missing).
   int launcher_restarts = -1;
   int final_generation = -1;
   std::string reference_lora;  // <output_dir>/e2e.safetensors of each run
@@ -79,15 +83,16 @@ struct ChaosResult {
 
 // Runs the reference and then the chaos job, logging the plan and each fault to `log` as it
 // happens (one "[chaos] ..." line each). An early fault (PlannedFault::early) is injected while
-// the group that the previous fault restarted is still starting. Never throws for a failure of the
+// the group that the previous fault restarted is still starting, a late one while the group
+// ends the job. Never throws for a failure of the
 // job: see ChaosResult::error.
 ChaosResult run_chaos(const ChaosOptions& options, std::ostream& log);
 
 // What a run must show, one line per expectation it misses ("" none): no error, every fault
 // injected, both launchers and the last coordinator exit 0, one group restart per worker fault
 // (kill_worker, terminate_group, torn_checkpoint) and generation 1 + that many (less the early
-// ones that came before their group formed), every torn checkpoint skipped by the resume, and
-// the LoRA byte-identical to the reference's.
+// ones that came before their group formed and a late one that came after the job's end), every
+// torn checkpoint skipped by the resume, and the LoRA byte-identical to the reference's.
 std::vector<std::string> chaos_failures(const ChaosOptions& options, const ChaosResult& result);
 
 // A one-line summary: seed, faults by kind, times, restarts, verdict.
