@@ -45,14 +45,28 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-std::string newest_checkpoint(const std::string& root) {
+namespace {
+// The newest step-* directory name under root for which `keep` holds ("" when none).
+template <class Keep>
+std::string newest_step_dir(const std::string& root, Keep&& keep) {
   std::string best;
   if (!std::filesystem::is_directory(root)) return best;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && n > best) best = n;
+    if (n.rfind("step-", 0) == 0 && n > best && keep(e.path())) best = n;
   }
   return best;
+}
+}  // namespace
+
+std::string newest_checkpoint(const std::string& root) {
+  return newest_step_dir(root, [](const std::filesystem::path&) { return true; });
+}
+
+std::string newest_committed_checkpoint(const std::string& root) {
+  return newest_step_dir(root, [](const std::filesystem::path& p) {
+    return std::filesystem::exists(p / "COMMITTED");
+  });
 }
 
 std::string mpirun(int np) {

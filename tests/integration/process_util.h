@@ -20,6 +20,8 @@ int free_port();
 std::string read_file(const std::string& path);
 // Name of the newest step-* directory under root ("" when none).
 std::string newest_checkpoint(const std::string& root);
+// Name of the newest step-* directory under root that holds a COMMITTED marker ("" when none).
+std::string newest_committed_checkpoint(const std::string& root);
 // `mpirun -np <np>` with oversubscription, no core binding, and --allow-run-as-root under root.
 std::string mpirun(int np);
 // Copies the demo's astronaut, chelsea and coffee photos + captions into <dir>/train/2_photo.

@@ -5,13 +5,10 @@
 // with exit code 0 on both sides and the same LoRA tensors, byte for byte, as an uninterrupted
 // run of the same config.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/integration/child_process.h"
 #include "tests/integration/process_util.h"
 #include "tests/integration/tiny_job.h"
 #include "worker/io/tensor_file.h"
@@ -39,72 +37,23 @@ using lf::test::run;
 using lf::test::RunResult;
 
 // A coordinator process with its output in a file, so the test can watch it and kill it.
-class CoordinatorProcess {
- public:
-  CoordinatorProcess(const std::string& config, const fs::path& log) : log_(log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log.c_str(), "w");
-      if (f != nullptr) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      execl(LF_COORDINATOR_BIN, LF_COORDINATOR_BIN, "--config", config.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~CoordinatorProcess() {
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Waits up to `seconds` for `text` in the log.
-  bool wait_for_log(const std::string& text, int seconds) const {
-    for (int i = 0; i < seconds * 20; ++i) {
-      if (log().find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  void kill9() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    reaped_ = true;
-  }
-  // Exit code, waiting at most `seconds`; -1 on timeout.
-  int wait(int seconds) {
-    for (int i = 0; i < seconds * 20; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
-  }
-  std::string log() const { return read_file(log_.string()); }
-
- private:
-  fs::path log_;
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-};
+std::unique_ptr<lf::test::ChildProcess> start_coordinator(const std::string& config,
+                                                          const fs::path& log) {
+  return std::make_unique<lf::test::ChildProcess>(
+      std::vector<std::string>{LF_COORDINATOR_BIN, "--config", config}, log.string());
+}
+constexpr std::chrono::seconds kWait30(30), kWait60(60), kWait120(120);
 
 class CoordinatorRestart : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(kDemo + "/train/10_photo/astronaut.png") && fs::exists(kVocab))
-        << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
+    ASSERT_TRUE(fs::exists(kVocab)) << kVocab << " missing: run scripts/install_deps.sh";
     dir_ = fs::temp_directory_path() / ("lf_coord_restart_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    lf::test::copy_demo_photos(kDemo, dir_.string());
-    lf::test::copy_demo_reg_photos(kDemo, dir_.string());
-    checkpoint_ = (dir_ / "base.safetensors").string();
-    RunResult mk = lf::test::make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
-    ASSERT_EQ(mk.exit_code, 0) << mk.output;
+    try {
+      checkpoint_ = lf::test::lay_out_tiny_job(dir_.string(), kDemo, LF_MAKE_CHECKPOINT_BIN);
+    } catch (const std::exception& e) {
+      FAIL() << e.what();
+    }
   }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
@@ -149,40 +98,40 @@ TEST_F(CoordinatorRestart, KilledCoordinatorRestoresAndTheJobEndsAsIfUninterrupt
   const int straight_port = free_port();
   const std::string straight = (dir_ / "straight").string();
   {
-    CoordinatorProcess coord(write_config("straight.yaml", straight, straight_port),
-                             dir_ / "straight_coordinator.log");
+    auto coord = start_coordinator(write_config("straight.yaml", straight, straight_port),
+                                   dir_ / "straight_coordinator.log");
     auto workers = start_workers(straight_port);
     const RunResult w = workers.get();
     ASSERT_EQ(w.exit_code, 0) << w.output;
-    ASSERT_EQ(coord.wait(30), 0) << coord.log();
+    ASSERT_EQ(coord->wait(kWait30), 0) << coord->log();
   }
 
   // The interrupted run.
   const int port = free_port();
   const std::string out = (dir_ / "killed").string();
   const std::string cfg = write_config("killed.yaml", out, port);
-  auto first = std::make_unique<CoordinatorProcess>(cfg, dir_ / "coordinator_1.log");
+  auto first = start_coordinator(cfg, dir_ / "coordinator_1.log");
   auto workers = start_workers(port);
   ASSERT_TRUE(
-      first->wait_for_log("checkpoint step " + std::to_string(kSaveEvery) + " committed", 120))
+      first->wait_for_log("checkpoint step " + std::to_string(kSaveEvery) + " committed", kWait120))
       << first->log();
-  first->kill9();
+  first->kill_group();
   const std::string first_log = first->log();
   ASSERT_EQ(first_log.find("job done"), std::string::npos) << "killed too late:\n" << first_log;
   ASSERT_TRUE(fs::exists(out + "/coordinator/state.sqlite"));
   // The workers train on meanwhile (no step waits on the coordinator).
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 
-  CoordinatorProcess second(cfg, dir_ / "coordinator_2.log");
-  ASSERT_TRUE(second.wait_for_log("restored job state from " + out +
-                                      "/coordinator/state.sqlite: generation 1, world_size 2, "
-                                      "last committed step ",
-                                  60))
-      << second.log();
+  auto second = start_coordinator(cfg, dir_ / "coordinator_2.log");
+  ASSERT_TRUE(second->wait_for_log("restored job state from " + out +
+                                       "/coordinator/state.sqlite: generation 1, world_size 2, "
+                                       "last committed step ",
+                                   kWait60))
+      << second->log();
   const RunResult w = workers.get();
   EXPECT_EQ(w.exit_code, 0) << w.output;
-  EXPECT_EQ(second.wait(60), 0) << second.log();
-  const std::string log = second.log();
+  EXPECT_EQ(second->wait(kWait60), 0) << second->log();
+  const std::string log = second->log();
   EXPECT_NE(log.find("job done"), std::string::npos) << log;
   // The restore line names a committed step of the first coordinator.
   EXPECT_EQ(log.find("last committed step -1"), std::string::npos) << log;

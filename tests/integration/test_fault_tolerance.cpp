@@ -75,7 +75,8 @@ class FaultTolerance : public ::testing::Test {
   }
 
   // 3 photos x 2 repeats, batch 1 per rank on 2 ranks: 3 steps per epoch; 4 epochs.
-  std::string write_config(const std::string& name, const std::string& output_dir, int coord_port) {
+  std::string write_config(const std::string& name, const std::string& output_dir, int coord_port,
+                           int save_every = 2) {
     const fs::path p = dir_ / name;
     std::ofstream f(p);
     f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
@@ -85,7 +86,8 @@ class FaultTolerance : public ::testing::Test {
       << "  caption_extension: .txt\n"
       << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
       << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
-      << "  lr_scheduler: cosine\n  max_train_epochs: 4\n  save_every_n_steps: 2\n"
+      << "  lr_scheduler: cosine\n  max_train_epochs: 4\n  save_every_n_steps: " << save_every
+      << "\n"
       << "output:\n  output_dir: " << output_dir << "\n  output_name: ft\n"
       << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port << "\n  metrics_address: \"\"\n"
       << "worker:\n  metrics_port_base: 0\n"
@@ -96,7 +98,8 @@ class FaultTolerance : public ::testing::Test {
 
   std::string launch_cmd(int coord_port) const {
     return std::string(LF_LAUNCH_BIN) + " --nproc 2 --restart-backoff 0.5 -- " + LF_WORKER_BIN +
-           " --coordinator 127.0.0.1:" + std::to_string(coord_port) + " --no-progress-bar";
+           " --coordinator 127.0.0.1:" + std::to_string(coord_port) + " --no-progress-bar" +
+           worker_flags_;
   }
 
   // Coordinator + launcher; `during` runs while they do. Returns the launcher's result.
@@ -117,6 +120,7 @@ class FaultTolerance : public ::testing::Test {
 
   fs::path dir_;
   std::string checkpoint_;
+  std::string worker_flags_;  // appended to the worker command
 };
 
 TEST_F(FaultTolerance, KilledWorkerIsRestartedAndTheLoRAIsIdentical) {
@@ -149,6 +153,51 @@ TEST_F(FaultTolerance, KilledWorkerIsRestartedAndTheLoRAIsIdentical) {
   EXPECT_EQ(read_file((out / "ft.safetensors").string()),
             read_file((ref_out / "ft.safetensors").string()))
       << "the restarted run's LoRA differs from the uninterrupted run's";
+}
+
+// A group that fails before its first checkpoint starts afresh in generation 2: nothing of the
+// failed attempt may show in the LoRA, not even in its metadata (ss_session_id was drawn from
+// the generation, so the file differed from an uninterrupted run's; found by the chaos run).
+TEST_F(FaultTolerance, KilledBeforeTheFirstCheckpointStartsAfreshWithTheSameLoRA) {
+  const int ref_port = free_port();
+  const fs::path ref_out = dir_ / "ref";
+  RunResult ref =
+      run_job(write_config("ref.yaml", ref_out.string(), ref_port, 0), ref_port, {}, nullptr);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+
+  const int port = free_port();
+  const fs::path out = dir_ / "killed";
+  const std::string samples = (dir_ / "samples").string();
+  worker_flags_ = " --sample-log " + samples;
+  std::string coord_log;
+  RunResult r = run_job(
+      write_config("killed.yaml", out.string(), port, 0), port,
+      [&] {
+        // Rank 1 is SIGKILLed once rank 0 trained a step: no checkpoint exists (none is saved
+        // before the end).
+        const auto deadline = Clock::now() + std::chrono::seconds(240);
+        while (read_file(samples + ".rank0.jsonl").empty() && Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        const auto pids = worker_pids(port);
+        ASSERT_EQ(pids.size(), 2u);
+        ASSERT_FALSE(fs::exists(out / "checkpoints") && !fs::is_empty(out / "checkpoints"));
+        kill(pids.back(), SIGKILL);
+      },
+      &coord_log);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_NE(coord_log.find("generation 2 formed"), std::string::npos) << coord_log;
+  // Both generations started afresh.
+  std::size_t fresh = 0;
+  for (std::size_t at = coord_log.find("no checkpoint yet, starting fresh");
+       at != std::string::npos; at = coord_log.find("no checkpoint yet, starting fresh", at + 1)) {
+    ++fresh;
+  }
+  EXPECT_EQ(fresh, 2u) << coord_log;
+  EXPECT_EQ(read_file((out / "ft.safetensors").string()),
+            read_file((ref_out / "ft.safetensors").string()))
+      << "the run restarted afresh differs from the uninterrupted run's LoRA";
 }
 
 TEST_F(FaultTolerance, SigtermCommitsACheckpointWithinTheGraceAndTheRunResumesIdentically) {

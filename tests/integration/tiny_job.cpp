@@ -21,17 +21,15 @@ const std::string kVocab = std::string(LF_SOURCE_DIR) + "/.deps/bpe_simple_vocab
 }  // namespace
 
 void TinyJobTest::SetUp() {
-  ASSERT_TRUE(fs::exists(kDemo + "/train/10_photo/astronaut.png") && fs::exists(kVocab))
-      << "demo data missing: run scripts/prepare_demo_data.sh (scripts/test.sh does)";
+  ASSERT_TRUE(fs::exists(kVocab)) << kVocab << " missing: run scripts/install_deps.sh";
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   dir_ = fs::temp_directory_path() / ("lf_" + std::string(info->test_suite_name()) + "_" +
                                       std::to_string(getpid()) + "_" + info->name());
-  fs::remove_all(dir_);
-  copy_demo_photos(kDemo, dir_.string());
-  copy_demo_reg_photos(kDemo, dir_.string());
-  checkpoint_ = (dir_ / "base.safetensors").string();
-  RunResult mk = make_tiny_checkpoint(LF_MAKE_CHECKPOINT_BIN, checkpoint_);
-  ASSERT_EQ(mk.exit_code, 0) << mk.output;
+  try {
+    checkpoint_ = lay_out_tiny_job(dir_.string(), kDemo, LF_MAKE_CHECKPOINT_BIN);
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
 }
 
 void TinyJobTest::TearDown() {
@@ -43,27 +41,21 @@ std::string TinyJobTest::write_config(const std::string& name, const std::string
                                       int metrics_port, int worker_port_base,
                                       const std::string& extra, const std::string& dataset_extra,
                                       const std::string& training_extra) {
+  TinyJobYaml job;
+  job.dir = dir_.string();
+  job.checkpoint = checkpoint_;
+  job.vocab = kVocab;
+  job.output_dir = output_dir;
+  job.max_steps = max_steps;
+  job.save_every = save_every;
+  job.coord_port = coord_port;
+  job.metrics_port = metrics_port;
+  job.worker_port_base = worker_port_base;
+  job.dataset_extra = dataset_extra;
+  job.training_extra = training_extra;
+  job.extra = extra;
   const fs::path p = dir_ / name;
-  std::ofstream f(p);
-  f << "model:\n  pretrained_model_name_or_path: " << checkpoint_
-    << "\n  architecture: tiny\n  tokenizer_vocab: " << kVocab << "\n"
-    << "dataset:\n  train_data_dir: " << (dir_ / "train").string()
-    << "\n  reg_data_dir: " << (dir_ / "reg").string()
-    << "\n  resolution: 128\n  min_bucket_reso: 64\n  max_bucket_reso: 256\n"
-    << "  caption_extension: .txt\n"
-    << dataset_extra << "network:\n  network_dim: 4\n  network_alpha: 2.0\n"
-    << "training:\n  seed: 5\n  train_batch_size: 1\n  learning_rate: 0.001\n"
-    // A warmup must be shorter than the run (kohya's schedules, checked at start-up).
-    << "  lr_scheduler: cosine\n  lr_warmup_steps: " << std::max(0, std::min(2, max_steps - 1))
-    << "\n  max_train_steps: " << max_steps << "\n  save_every_n_steps: " << save_every << "\n"
-    << training_extra << "output:\n  output_dir: " << output_dir << "\n  output_name: e2e\n"
-    << "coordinator:\n  listen_address: 127.0.0.1:" << coord_port
-    << "\n  metrics_address: 127.0.0.1:" << metrics_port << "\n"
-    << "worker:\n  metrics_port_base: " << worker_port_base
-    << "\n"
-    // Runs that fail on purpose end at once instead of waiting for a restarted group.
-    << "cluster:\n  rendezvous_timeout_seconds: 2\n"
-    << extra;
+  std::ofstream(p) << tiny_job_yaml(job);
   return p.string();
 }
 

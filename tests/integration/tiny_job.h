@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/integration/process_util.h"
+#include "tests/integration/tiny_job_config.h"
 
 namespace lf::test {
 

@@ -117,6 +117,20 @@ TEST_F(Launcher, PreemptionsDoNotCountAgainstMaxRestarts) {
   EXPECT_EQ(read("n"), "4\n");
 }
 
+// The members restarted after a preemption get the cause "preemption", the label the
+// coordinator does not count against the same budget: a group SIGTERMed while it loads exits
+// 143 without reporting a preemption, and its next generation must not cost a restart there.
+TEST_F(Launcher, APreemptionIsHandedOnAsTheCausePreemption) {
+  const std::string n = (dir_ / "n").string(), causes = (dir_ / "causes").string();
+  LaunchOptions o = opts("c=$(cat " + n + " 2>/dev/null || echo 0); echo $((c+1)) > " + n +
+                         "; echo \"$LF_RESTART_COUNT:$LF_RESTART_CAUSE\" >> " + causes +
+                         "; [ $c = 0 ] && kill -TERM $$; [ $c = 1 ] && exit 143; " +
+                         "[ $c = 2 ] && exit 9; exit 0");
+  o.max_restarts = 1;
+  EXPECT_EQ(run_launcher(o), 0);
+  EXPECT_EQ(read("causes"), "0:\n1:preemption\n2:preemption\n3:/bin/sh exited with code 9\n");
+}
+
 TEST_F(Launcher, AFailedRankStopsTheOthers) {
   // Rank 1 fails at once; rank 0 would run for a minute unless stopped.
   LaunchOptions o = opts("if [ $LF_RANK = 1 ]; then exit 5; fi; sleep 60", 2);

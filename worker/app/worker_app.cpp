@@ -312,11 +312,6 @@ int run_worker(int argc, char** argv) {
       // Peers exit at the same step; skip MPI_Finalize's barrier-like teardown.
       _exit(kExitPreempted);
     }
-    FinishReport report;
-    report.rank = rank;
-    report.global_step = r.global_step;
-    report.stopped = r.stopped;
-    client.finish(report);
     if (r.stopped && rank == 0) {
       std::printf(
           "lorafleet: stopped at global_step %lld on an operator's request; --resume "
@@ -329,8 +324,19 @@ int run_worker(int argc, char** argv) {
                   static_cast<long long>(r.steps_run), r.seconds, sps);
       std::printf("lorafleet: LoRA        %s\n", r.lora_path.c_str());
       std::printf("lorafleet: checkpoint  %s\n", r.checkpoint_dir.c_str());
-      std::fflush(stdout);
     }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    FinishReport report;
+    report.rank = rank;
+    report.global_step = r.global_step;
+    report.stopped = r.stopped;
+    client.finish(report);
+    // The Finish is the rank's last act: once every rank reported, the coordinator ends with the
+    // job, so a rank that died after it (killed, or crashing in the teardown of LibTorch, Gloo
+    // and the threads) would have its supervisor restart a group that can no longer register.
+    // Everything the job wrote is on disk and flushed; MPI needs its MPI_Finalize (below).
+    if (!under_mpi) _exit(0);
     return 0;
   } catch (const std::exception& e) {
     // 143 only for a committed preemption (above) or the grace watchdog: an error while a

@@ -141,13 +141,14 @@ int run_launcher(const LaunchOptions& o) {
 
   int failures = 0;  // restarts charged to max_restarts
   int restarts = 0;  // all restarts
-  std::string cause;
+  std::string cause;         // why the group last failed, for the log
+  std::string member_cause;  // ... as the members get it (LF_RESTART_CAUSE)
   while (true) {
     const int n = std::max(1, o.nproc);
     std::vector<Member> members(n);
     for (int r = 0; r < n; ++r) {
       members[r].rank = r;
-      members[r].pid = spawn(o, r, restarts, cause);
+      members[r].pid = spawn(o, r, restarts, member_cause);
     }
     LF_INFO((restarts == 0 ? "started " : "restarted ")
             << (o.nproc > 0 ? std::to_string(n) + " ranks" : o.command[0])
@@ -205,6 +206,10 @@ int run_launcher(const LaunchOptions& o) {
     }
     const bool preempted = code == kExitPreempted;
     if (!preempted) ++failures;
+    // The coordinator counts a restart against the same budget unless its cause is the label
+    // "preemption" (a group preempted before its ranks could report it, e.g. while loading,
+    // re-registers with nothing else to tell it apart from a failure).
+    member_cause = preempted ? "preemption" : cause;
     if (o.max_restarts && failures > *o.max_restarts) {
       LF_ERROR("lorafleet-launch --max-restarts (" << *o.max_restarts
                                                    << ") exhausted; last failure: " << cause

@@ -8,6 +8,9 @@
 //   lorafleet-launch --nproc N -- lorafleet-worker ARGS   N local ranks, Kubernetes-native style
 //                                                         (LF_RANK / LF_WORLD_SIZE, Gloo)
 //   lorafleet-launch -- mpirun -np N lorafleet-worker ARGS  restarts the whole mpirun command
+// The restarted members get LF_RESTART_COUNT and LF_RESTART_CAUSE: "preemption" after a
+// preemption, which the coordinator then does not count either, else the failure ("rank 1 killed
+// by signal 9 (Killed)").
 // Exit codes of members: 143 (preempted) restarts without counting against max_restarts;
 // 3 (bad input) and 4 (cancelled by an operator) stop at once; anything else, or death by a
 // signal, is a failure that restarts. SIGTERM to the launcher is forwarded (the members commit a

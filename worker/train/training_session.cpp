@@ -262,7 +262,10 @@ void TrainingSession::restore(std::unique_ptr<ResumePoint> resume) {
   if (!resume) {
     state.shared_seed = job.shared_seed;
     state.world_size = world_size;
-    state.session_id = static_cast<std::int64_t>(mix_seed(job.shared_seed, job.generation, 7) >> 1);
+    // From the seed alone (as generation 1 drew it): a group restarted before the first
+    // checkpoint starts afresh in a later generation, and that restart is invisible in the
+    // weights, so it must be in the LoRA's ss_session_id too (same config and seed, same bytes).
+    state.session_id = static_cast<std::int64_t>(mix_seed(job.shared_seed, 1, 7) >> 1);
     state.training_started_at = static_cast<double>(output_timestamp());
   } else {
     state = apply_resume_point(std::move(*resume), job, rank, *lora, *optimizer, param_names);
