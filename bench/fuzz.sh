@@ -28,9 +28,6 @@ targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
   for f in "$ROOT"/tests/fuzz/*_fuzzer.cpp; do
     n="$(basename "$f" .cpp)"
-    # coordinator_handlers needs the coordinator, which the clang build does not build yet:
-    # the GCC and ASan builds replay its corpus (fuzz_replay_coordinator_handlers).
-    [ "$n" = coordinator_handlers_fuzzer ] && continue
     targets+=("${n%_fuzzer}")
   done
 fi
