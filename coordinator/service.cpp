@@ -29,6 +29,20 @@ static std::string seconds_text(std::chrono::milliseconds d) {
   return os.str();
 }
 
+// The ranks not registered, for a message: up to 16, then how many in all (a world_size of
+// thousands would otherwise make a line of megabytes).
+template <class RankStates>
+static std::string unregistered_ranks(const RankStates& ranks) {
+  std::string list;
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].registered) continue;
+    if (++count <= 16) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (count > 16) list += ", ... (" + std::to_string(count) + " in total)";
+  return list;
+}
+
 // The wire form of a resume position.
 static void fill_resume_point(const CheckpointPosition& p, pb::ResumePoint* out) {
   out->set_checkpoint(p.dir);
@@ -590,6 +604,11 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
                                      "without mpirun)"
                                    : "")};
   }
+  if (requested_ws > kMaxWorldSize) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "Register from rank " + std::to_string(rank) + ": world_size must be <= " +
+                std::to_string(kMaxWorldSize) + ", got " + std::to_string(requested_ws)};
+  }
   if (rank < 0 || rank >= requested_ws) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "Register: rank " + std::to_string(rank) + " is outside [0, world_size " +
@@ -707,10 +726,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   }
 
   // Not complete: withdraw this rank so a retry can register again.
-  std::string missing;
-  for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    if (!ranks_[r].registered) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  }
+  const std::string missing = unregistered_ranks(ranks_);
   const int others = count_registered() - 1;
   const int ws = world_size_;
   ranks_[rank] = RankState{};
@@ -1128,10 +1144,7 @@ void CoordinatorService::tick_loop() {
                    /*durable=*/false);  // the record stays as the job's own end left it
         continue;
       }
-      std::string missing;
-      for (std::size_t r = 0; r < ranks_.size(); ++r) {
-        if (!ranks_[r].registered) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      }
+      const std::string missing = unregistered_ranks(ranks_);
       finish_job(1, "generation " + std::to_string(generation_ + 1) + " did not form within " +
                         seconds_text(options_.rendezvous_timeout) +
                         " (cluster.rendezvous_timeout_seconds): missing ranks " + missing +
