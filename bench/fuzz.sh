@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of tests/fuzz (or the ones named) for SECONDS each, with ASan and
-# UBSan, in build-fuzz/ (clang, -DLF_FUZZ=ON). Each target starts from its committed seed
-# corpus (tests/fuzz/corpus/<t>) and regression inputs (tests/fuzz/regressions/<t>); what it
-# finds new is kept in build-fuzz/corpus/<t> for the next run, never written into the repository.
+# UBSan, in build-fuzz/ (clang, -DLF_FUZZ=ON; lora_file links the torch wheel, uninstrumented).
+# Each target starts from its committed seed corpus (tests/fuzz/corpus/<t>), regression inputs
+# (tests/fuzz/regressions/<t>) and dictionary (tests/fuzz/dict/<t>.dict, if any); what it finds
+# new is kept in build-fuzz/corpus/<t> for the next run, never written into the repository.
 # A crash, leak, timeout or sanitizer report stops with exit 1 and names the input, saved as
 # build-fuzz/artifacts/<t>/crash-*: copy it into tests/fuzz/regressions/<t>/ with the fix.
 # Usage: bench/fuzz.sh [--smoke] [SECONDS] [TARGET...]   (--smoke: 10 s each, as CI runs it)
@@ -28,13 +29,12 @@ targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
   for f in "$ROOT"/tests/fuzz/*_fuzzer.cpp; do
     n="$(basename "$f" .cpp)"
-    # coordinator_handlers needs the coordinator, which the clang build does not build yet:
-    # the GCC and ASan builds replay its corpus (fuzz_replay_coordinator_handlers).
-    [ "$n" = coordinator_handlers_fuzzer ] && continue
     targets+=("${n%_fuzzer}")
   done
 fi
 
+# One thread per target (LibTorch's OpenMP pool in lora_file would take every core).
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # Detect leaks too; report UBSan with a stack.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
@@ -46,11 +46,13 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$art"
   inputs=("$ROOT/tests/fuzz/corpus/$t")
   [ -d "$ROOT/tests/fuzz/regressions/$t" ] && inputs+=("$ROOT/tests/fuzz/regressions/$t")
+  dict=()
+  [ -f "$ROOT/tests/fuzz/dict/$t.dict" ] && dict=(-dict="$ROOT/tests/fuzz/dict/$t.dict")
   log="$BUILD/$t.log"
   set +e
   "$BUILD/tests/fuzz/${t}_fuzzer" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$art/" "$work" "${inputs[@]}" \
-    > "$log" 2>&1
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$work" \
+    "${inputs[@]}" > "$log" 2>&1
   rc=$?
   set -e
   runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)"

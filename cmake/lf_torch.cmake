@@ -1,7 +1,7 @@
 # Finds LibTorch from the PyPI torch wheel (the venv's, or whatever python3 has torch).
 # Torch_DIR may also be given directly. Only targets that include torch headers link it.
 if(NOT Torch_DIR AND NOT DEFINED ENV{Torch_DIR})
-  set(_lf_python "${CMAKE_CURRENT_SOURCE_DIR}/.venv/bin/python")
+  set(_lf_python "${PROJECT_SOURCE_DIR}/.venv/bin/python")
   if(NOT EXISTS ${_lf_python})
     find_program(_lf_python NAMES python3 REQUIRED)
   endif()

@@ -105,9 +105,12 @@ int Membership::registered_count() const {
 
 std::string Membership::missing_ranks() const {
   std::string missing;
+  std::size_t count = 0;
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
-    if (!ranks_[r].registered) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    if (ranks_[r].registered) continue;
+    if (++count <= 16) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   }
+  if (count > 16) missing += ", ... (" + std::to_string(count) + " in total)";
   return missing;
 }
 

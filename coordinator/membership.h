@@ -115,7 +115,8 @@ class Membership {
   // Frees `rank`'s slot (its Register call gave up).
   void withdraw(int rank);
   int registered_count() const;
-  // "0, 3": the ranks not registered in the generation that registers.
+  // "0, 3": the ranks not registered in the generation that registers; past 16 of them,
+  // "0, 1, ..., 15, ... (N in total)", so a world_size of thousands gives a short line.
   std::string missing_ranks() const;
 
   // ---- transitions

@@ -277,6 +277,11 @@ grpc::Status CoordinatorService::admit(const pb::RegisterRequest& request, Clock
                            "--world-size, for workers launched without mpirun)"
                          : "")};
   }
+  if (ws > kMaxWorldSize) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "Register from rank " + std::to_string(rank) + ": world_size must be <= " +
+                std::to_string(kMaxWorldSize) + ", got " + std::to_string(ws)};
+  }
   if (rank < 0 || rank >= ws) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "Register: rank " + std::to_string(rank) +
                                                     " is outside [0, world_size " +

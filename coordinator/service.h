@@ -43,6 +43,10 @@ namespace lf {
 // "1.5 s": a duration for messages.
 std::string seconds_text(std::chrono::milliseconds d);
 
+// The largest world_size a Register may ask for: far beyond any LoRA job, small enough that the
+// per-rank state of a bogus request (a broken or malicious worker) stays a few megabytes.
+inline constexpr int kMaxWorldSize = 65536;
+
 struct ServiceOptions {
   // > 0 fixes world_size up front; 0 takes it from the first Register.
   int world_size = 0;

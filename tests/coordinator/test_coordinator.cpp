@@ -1062,6 +1062,34 @@ TEST_F(CoordinatorTest, RegistrationTimesOutAndWithdrawsTheRank) {
   EXPECT_EQ(r.world_size(), 1);
 }
 
+// Found by the coordinator_handlers fuzz target (regressions/coordinator_handlers/
+// register_world_size_1507321): a Register with world_size 1507321 was accepted, so the
+// coordinator planned the job for 1.5 million ranks and allocated their state (11 s under ASan;
+// 2^31 - 1 would exhaust memory), and its timeout listed 1507320 missing ranks in one line.
+TEST_F(CoordinatorTest, RegisterRefusesAWorldSizePastTheMaximum) {
+  CoordinatorOptions o = fast_options();
+  o.service.registration_timeout = std::chrono::milliseconds(300);
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  auto stub = stub_for(server.address());
+  pb::RegisterResponse r;
+  const auto t0 = std::chrono::steady_clock::now();
+  grpc::Status s = do_register(*stub, 0, 2147483647, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "Register from rank 0: world_size must be <= 65536, got 2147483647");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  // The largest one is planned; its timeout names the first 16 missing ranks and their count.
+  s = do_register(*stub, 0, kMaxWorldSize, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(s.error_message().find("0 of the 65535 other ranks registered (missing ranks: 1, 2, "
+                                   "3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, ... (65535 "
+                                   "in total))"),
+            std::string::npos)
+      << s.error_message().substr(0, 400);
+  EXPECT_TRUE(do_register(*stub, 0, 1, &r).ok());
+}
+
 TEST_F(CoordinatorTest, SilentRankIsPresumedDeadAndEndsTheJob) {
   CoordinatorOptions o = fast_options();
   o.service.worker_timeout = std::chrono::milliseconds(600);

@@ -38,6 +38,19 @@ std::string form(Membership& m, Clock::time_point now) {
   return cause;
 }
 
+TEST(Membership, MissingRanksNameTheFirstSixteenAndTheCount) {
+  Membership m(options());
+  m.set_world_size(40);
+  Membership::Rank me;
+  m.register_rank(3, me, Clock::now());
+  EXPECT_EQ(m.missing_ranks(),
+            "0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, ... (39 in total)");
+  Membership small(options());
+  small.set_world_size(17);
+  small.register_rank(0, me, Clock::now());
+  EXPECT_EQ(small.missing_ranks(), "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16");
+}
+
 TEST(Membership, GenerationsFormEndAndRefuseOlderCalls) {
   Membership m(options());
   const Clock::time_point t0 = Clock::now();

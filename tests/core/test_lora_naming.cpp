@@ -487,6 +487,14 @@ TEST(LoRAVariants, LoHaFactorsPassThrough) {
   EXPECT_EQ(error({{m + ".lokr_w1", w({2, 2})}, {m + ".lokr_w2_a", w({4, 1})}}),
             "LoKr module " + m + " (it has '" + m +
                 ".lokr_w1') needs exactly one of .lokr_w2 or .lokr_w2_a + .lokr_w2_b");
+  // Found while writing the lora_file fuzz target (regressions/lora_file/lokr_1d_w1_a): a 1-D
+  // factor threw c10::IndexError from lokr_rank instead of the documented std::runtime_error.
+  EXPECT_EQ(
+      error(
+          {{m + ".lokr_w1_a", w({4})}, {m + ".lokr_w1_b", w({2, 4})}, {m + ".lokr_w2", w({2, 2})}}),
+      "LoRA key '" + m + ".lokr_w1_a': expected a 2-D LoKr factor");
+  EXPECT_EQ(error({{m + ".lokr_w1", w({2, 2})}, {m + ".lokr_w2", w({2, 2, 3})}}),
+            "LoRA key '" + m + ".lokr_w2': expected a 2-D LoKr factor (or a 4-D conv lokr_w2)");
   auto mixed = loha;
   mixed[m + ".lora_up.weight"] = w({8, 3});
   EXPECT_NE(error(mixed).find("has both LoHa (hada_*) and LoRA ('" + m + ".lora_up.weight')"),

@@ -2,7 +2,7 @@
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/): small valid
 inputs, one per layout the parser knows, so libFuzzer starts from the interesting structure.
 Needs numpy and Pillow (the .venv of scripts/install_deps.sh plus `pip install pillow`). The output is
-committed; rerun after adding a seed: .venv/bin/python tests/fuzz/make_corpus.py"""
+committed; rerun after adding a seed: .venv/bin/python tests/fuzz/make_corpus.py [TARGET...]"""
 import io
 import json
 import pathlib
@@ -225,6 +225,99 @@ seed = 3
         b"\x02" + json.dumps([{"prompt": "a bird", "width": 320, "sample_steps": 5}]).encode())
 
 
+def lora_tensors(modules, dtype="F32"):
+    """{name + suffix: (dtype, shape, bytes)} from {name: {suffix: shape}}; values are small
+    ramps (alpha / scale: the scalar given instead of a shape)."""
+    size = {"F32": 4, "F16": 2, "BF16": 2}[dtype]
+    out = {}
+    for name, parts in modules.items():
+        for suffix, shape in parts.items():
+            if isinstance(shape, float):
+                out[name + suffix] = ("F32", [], struct.pack("<f", shape))
+                continue
+            n = int(np.prod(shape))
+            ramp = ((np.arange(n) % 7) - 3).astype(np.float32) / 64
+            raw = ramp.astype(np.float16).tobytes() if dtype == "F16" else ramp.tobytes()
+            if dtype == "BF16":
+                raw = (ramp.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+            assert len(raw) == n * size
+            out[name + suffix] = (dtype, shape, raw)
+    return out
+
+
+def lora_file():
+    """lora_file_fuzzer inputs: [network byte][a LoRA .safetensors], one per layout, each naming
+    a few modules of the network the byte picks (lora_file_fuzzer.cpp) with its shapes, so
+    every seed loads (the file may leave modules out)."""
+    blk = "down_blocks_0_attentions_0_transformer_blocks_0_"
+    q, k = "lora_unet_" + blk + "attn1_to_q", "lora_unet_" + blk + "attn2_to_k"
+    proj_in, conv1 = "lora_unet_down_blocks_0_attentions_0_proj_in", "lora_unet_down_blocks_0_resnets_0_conv1"
+    fc1 = "lora_te_text_model_encoder_layers_0_mlp_fc1"
+    lora = lambda down, up, alpha=2.0: {".lora_down.weight": down, ".lora_up.weight": up, ".alpha": alpha}
+    kohya_meta = {"ss_network_module": "networks.lora", "ss_network_dim": "4", "ss_network_alpha": "2.0"}
+
+    def seed(name, network, tensors, metadata=None):
+        put("lora_file", name, bytes([network]) + safetensors(tensors, metadata))
+
+    seed("kohya_lora", 0, lora_tensors({
+        proj_in: lora([4, 32, 1, 1], [32, 4, 1, 1]), q: lora([4, 32], [32, 4]),
+        k: lora([4, 64], [32, 4], 1.0), fc1: lora([4, 64], [128, 4])}), kohya_meta)
+    # Bit 7: the target recomputes the data offsets (these are right already).
+    seed("kohya_lora_offsets_recomputed", 0x80, lora_tensors({
+        q: lora([4, 32], [32, 4]), k: lora([4, 64], [32, 4], 1.0)}), kohya_meta)
+    seed("kohya_fp16_linear_proj_in_no_alpha", 0, lora_tensors({
+        proj_in: {".lora_down.weight": [4, 32], ".lora_up.weight": [32, 4]}}, "F16"))
+    seed("locon_bf16", 0, lora_tensors({conv1: lora([2, 32, 3, 3], [32, 2, 1, 1], 1.0),
+                                        q: lora([4, 32], [32, 4])}, "BF16"),
+         {**kohya_meta, "ss_network_args": '{"conv_dim": "2", "conv_alpha": "1"}'})
+    seed("lycoris_prefix_scale", 0, lora_tensors({
+        "lycoris_unet_" + blk + "attn1_to_q": {".lora.down.weight": [4, 32], ".lora.up.weight": [32, 4],
+                                               ".scale": 0.5}}))
+    peft = "unet.down_blocks.0.attentions.0.transformer_blocks.0."
+    seed("peft_diffusers", 0, lora_tensors({
+        peft + "attn1.to_q": {".lora_A.weight": [4, 32], ".lora_B.weight": [32, 4]},
+        peft + "attn2.to_k": {".lora_A.default.weight": [4, 64], ".lora_B.default.weight": [32, 4]},
+        "text_encoder.text_model.encoder.layers.0.mlp.fc1": {".lora_A.weight": [4, 64],
+                                                            ".lora_B.weight": [128, 4]},
+        "text_encoder.encoder.layers.0.self_attn.q_proj": {".lora_A.weight": [4, 64],
+                                                          ".lora_B.weight": [64, 4]}}),
+         {"lora_adapter_metadata": json.dumps({
+             "unet.r": 4, "unet.lora_alpha": 8, "unet.alpha_pattern": {"attn2.to_k": 2.0},
+             "text_encoder.lora_alpha": 4, "text_encoder.use_rslora": True})})
+    seed("diffusers_old_processors", 0, lora_tensors({
+        "down_blocks.0.attentions.0.transformer_blocks.0.attn1.processor.to_q_lora":
+            {".down.weight": [4, 32], ".up.weight": [32, 4]},
+        "down_blocks.0.attentions.0.transformer_blocks.0.attn1.processor.to_out_lora":
+            {".down.weight": [4, 32], ".up.weight": [32, 4]},
+        "unet." + blk.replace("_", ".") + "attn2.to_v.lora_linear_layer":
+            {".down.weight": [4, 64], ".up.weight": [32, 4]}}))
+    hada = lambda out, r, inp, alpha: {".hada_w1_a": [out, r], ".hada_w1_b": [r, inp],
+                                       ".hada_w2_a": [out, r], ".hada_w2_b": [r, inp], ".alpha": alpha}
+    seed("lycoris_loha", 1, lora_tensors({q: hada(32, 4, 32, 2.0), conv1: hada(32, 2, 288, 1.0)}),
+         {"ss_network_module": "lycoris.kohya", "ss_network_args": '{"algo": "loha"}'})
+    lokr = lambda w2_in: {".lokr_w1": [4, 4], ".lokr_w2_a": [8, 2], ".lokr_w2_b": [2, w2_in], ".alpha": 1.0}
+    seed("lycoris_lokr", 2, lora_tensors({q: lokr(8), k: lokr(16), conv1: lokr(72)}),
+         {"ss_network_module": "lycoris.kohya", "ss_network_args": '{"algo": "lokr", "factor": "4"}'})
+    oft = lambda name: {name: {".oft_blocks": [4, 8, 8], ".alpha": 0.01}}
+    seed("kohya_oft", 3, lora_tensors({**oft("oft_unet_" + blk + "attn1_to_q"),
+                                       **oft("oft_unet_down_blocks_0_resnets_0_conv1")}),
+         {"ss_network_module": "networks.oft", "ss_network_dim": "4", "ss_network_alpha": "0.01"})
+    sdxl = "unet.down_blocks.1.attentions.0.transformer_blocks.0."
+    seed("sdxl_kohya_and_peft", 4, lora_tensors({
+        "lora_unet_input_blocks_3_1_proj_in": lora([4, 64], [64, 4]),
+        sdxl + "attn2.to_k": {".lora_A.weight": [4, 112], ".lora_B.weight": [64, 4]},
+        "lora_te1_text_model_encoder_layers_0_mlp_fc1": lora([4, 48], [96, 4]),
+        "text_encoder_2.text_model.encoder.layers.0.self_attn.q_proj": {
+            ".lora_A.weight": [4, 64], ".lora_B.weight": [64, 4]}}))
+    seed("lycoris_dora", 5, lora_tensors({
+        q: {**lora([4, 32], [32, 4]), ".dora_scale": [32, 1]},
+        proj_in: {**lora([4, 32, 1, 1], [32, 4, 1, 1]), ".dora_scale": [32, 1, 1, 1]},
+        fc1: {**lora([4, 64], [128, 4]), ".dora_scale": [128, 1]}}))
+
+
 if __name__ == "__main__":
-    main()
-    coordinator_handlers()
+    # With target names (e.g. lora_file), only those; without, every target.
+    import sys
+    chosen = sys.argv[1:] or ["main", "coordinator_handlers", "lora_file"]
+    for target in chosen:
+        globals()[target]()

@@ -275,6 +275,26 @@ TEST(LoRAFile, PeftAdapterMetadataParses) {
   EXPECT_THROW(parse_peft_adapter_metadata("{oops"), std::runtime_error);
 }
 
+// Found while writing the lora_file fuzz target (regressions/lora_file/peft_rank_past_int64): an
+// "r" of 1e300 was converted to int64 (undefined behaviour; INT64_MIN on x86), not refused.
+TEST(LoRAFile, PeftAdapterMetadataRefusesARankPastInt64) {
+  // The JSON value as given, and as the message quotes it (nlohmann's dump).
+  const std::pair<const char*, const char*> refused[] = {
+      {"1e300", "1e+300"}, {"1e10", "10000000000.0"}, {"-4", "-4"}};
+  for (const auto& [r, quoted] : refused) {
+    try {
+      parse_peft_adapter_metadata(std::string("{\"unet.r\": ") + r + "}");
+      ADD_FAILURE() << "r " << r << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(
+          std::string(e.what()),
+          std::string("lora_adapter_metadata: bad value for 'unet.r': expected a rank, got ") +
+              quoted);
+    }
+  }
+  EXPECT_EQ(parse_peft_adapter_metadata("{\"r\": 16.0}").at("").r, 16);
+}
+
 }  // namespace
 }  // namespace lf
 
@@ -331,6 +351,32 @@ TEST(LoRAFile, NetworkWeightsModuleDimsAreTheFilesRanksAndAlphas) {
   EXPECT_EQ(dims.at(te).alpha, 2.0);
   EXPECT_THROW(network_weights_module_dims((dir / "missing.safetensors").string(), ctx),
                std::runtime_error);
+  fs::remove_all(dir);
+}
+
+// Found while writing the lora_file fuzz target (regressions/lora_file/
+// dim_from_weights_1d_lora_down): a 1-D lora_down escaped dim_from_weights as lora_module_dims'
+// std::invalid_argument, without the path, instead of the documented std::runtime_error naming
+// the file.
+TEST(LoRAFile, NetworkWeightsModuleDimsRefuseA1DLoraDownNamingTheFile) {
+  const fs::path dir = fs::temp_directory_path() / ("lf_lora_dims1d_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "bad.safetensors").string();
+  const std::string te = "lora_te_text_model_encoder_layers_0_mlp_fc1";
+  save_kohya_lora(path,
+                  {{te + ".lora_down.weight", torch::zeros({2})},
+                   {te + ".lora_up.weight", torch::zeros({128, 2})}},
+                  {});
+  LoRAKeyContext ctx;
+  ctx.unet = UNetLoRANaming{false, 1, {true, true}};
+  ctx.text_encoder_prefixes = {"lora_te"};
+  try {
+    network_weights_module_dims(path, ctx);
+    ADD_FAILURE() << "a 1-D lora_down was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": lora_module_dims: " + te +
+                                         ".lora_down.weight has [2], expected [rank, ...]");
+  }
   fs::remove_all(dir);
 }
 

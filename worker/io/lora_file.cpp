@@ -362,7 +362,15 @@ std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::
     }
     PeftAdapterConfig& c = out[component];
     try {
-      if (field == "r" && value.is_number()) c.r = value.get<int64_t>();
+      if (field == "r" && value.is_number()) {
+        // A float outside int64 would be undefined behaviour to convert.
+        const double r = value.get<double>();
+        if (!(r >= 0 && r <= 1e9)) {
+          throw std::runtime_error("lora_adapter_metadata: bad value for '" + key +
+                                   "': expected a rank, got " + value.dump());
+        }
+        c.r = static_cast<int64_t>(r);
+      }
       if (field == "lora_alpha" && value.is_number()) c.lora_alpha = value.get<double>();
       if (field == "use_rslora" && value.is_boolean()) c.use_rslora = value.get<bool>();
       if (field == "alpha_pattern" && value.is_object()) {
@@ -392,6 +400,8 @@ auto with_network_weights(const std::string& path, Use use) {
     const std::string what = e.what();
     if (what.rfind(path, 0) == 0) throw;
     throw std::runtime_error(path + ": " + what);
+  } catch (const std::invalid_argument& e) {  // lora_module_dims: a lora_down of < 2 dims
+    throw std::runtime_error(path + ": " + e.what());
   }
 }
 

@@ -86,7 +86,8 @@ FileDigest save_kohya_lora(const std::string& path,
 
 // Parses diffusers' "lora_adapter_metadata" JSON (PEFT LoraConfig fields, keys prefixed
 // "unet." / "text_encoder." / "text_encoder_2." or unprefixed) into per-component alpha configs
-// keyed "unet", "text_encoder", "text_encoder_2" or "". Throws std::runtime_error on bad JSON.
+// keyed "unet", "text_encoder", "text_encoder_2" or "". Throws std::runtime_error on bad JSON,
+// a non-numeric alpha_pattern value and an "r" outside [0, 1e9].
 std::map<std::string, PeftAdapterConfig> parse_peft_adapter_metadata(const std::string& json);
 
 // Loads an existing LoRA file (network.network_weights) into `network` to continue training:

@@ -239,6 +239,13 @@ void out_lokr(const std::string& name, const Collected& m, std::map<std::string,
     throw std::runtime_error("LoRA module " + name + " has both LoKr (lokr_*) and LoRA ('" +
                              (m.down.defined() ? m.down_key : m.up_key) + "') tensors");
   }
+  for (int i = 0; i < 6; ++i) {
+    const bool conv_w2 = i == 3 && m.lokr[i].defined() && m.lokr[i].dim() == 4;
+    if (m.lokr[i].defined() && m.lokr[i].dim() != 2 && !conv_w2) {
+      throw std::runtime_error("LoRA key '" + m.lokr_key[i] + "': expected a 2-D LoKr factor" +
+                               (i == 3 ? " (or a 4-D conv lokr_w2)" : ""));
+    }
+  }
   LoKrFactors f{m.lokr[0], m.lokr[1], m.lokr[2], m.lokr[3], m.lokr[4], m.lokr[5]};
   for (int i = 0; i < 6; ++i) {
     if (m.lokr[i].defined()) out[name + kParts[i]] = m.lokr[i];

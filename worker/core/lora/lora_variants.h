@@ -65,7 +65,8 @@ struct NormalizedLoRA {
 // Throws std::runtime_error naming the variant and the first key for PEFT DoRA
 // (lora_magnitude_vector), full diffs (.diff, .diff_b), Tucker/CP (lora_mid, hada_t1 / hada_t2,
 // lokr_t2), and for unrecognised keys, duplicates, modules lacking lora_down or lora_up (or one
-// of the LoHa / LoKr factors, or an OFT module its alpha) and modules mixing adapter kinds.
+// of the LoHa / LoKr factors, or an OFT module its alpha), LoHa / LoKr factors that are not 2-D
+// (a conv lokr_w2 may be 4-D) and modules mixing adapter kinds.
 NormalizedLoRA normalize_lora_state_dict(const std::map<std::string, at::Tensor>& tensors,
                                          const LoRAKeyContext& ctx,
                                          const std::map<std::string, PeftAdapterConfig>& peft = {});
