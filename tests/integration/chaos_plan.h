@@ -35,7 +35,8 @@ struct PlannedFault {
   // When: once the running group has trained global step `step`, `delay_ms` later (so it lands
   // anywhere in a step); or, `early`, `delay_ms` after the group's processes started (the job's
   // start, or the restart after the previous fault), while they load, register and form the
-  // group, before they train (or, after a coordinator fault, while they reconnect).
+  // group, before they train (or, after a coordinator fault, while they reconnect); at the
+  // latest when the group trains its next step.
   bool early = false;
   // Or, `late` (plan_faults with late = true: the last fault, a kill_worker or terminate_group,
   // half the time), `delay_ms` after the group trained the job's last step, while it writes the

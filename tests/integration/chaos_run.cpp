@@ -370,7 +370,18 @@ InjectedFault JobUnderTest::inject(const PlannedFault& f, Clock::time_point t0, 
   } else {
     r.seen_step = wait_for_step(f.step, describe(f));
   }
-  std::this_thread::sleep_for(milliseconds(f.delay_ms));
+  if (f.early) {
+    // `delay_ms`, or until the group trains its next step if that comes first: on an idle
+    // machine a restarted tiny job can train its remaining steps and end within the 5 s an
+    // early delay may draw, leaving no group to meet the fault.
+    const Clock::time_point until = Clock::now() + milliseconds(f.delay_ms);
+    while (Clock::now() < until &&
+           newest_step(text_since(sample_log_, steps_mark_)) <= r.seen_step) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  } else {
+    std::this_thread::sleep_for(milliseconds(f.delay_ms));
+  }
   r.at_seconds = seconds_since(t0);
   const Clock::time_point injected_at = Clock::now();
   switch (f.kind) {
