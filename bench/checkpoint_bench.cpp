@@ -14,9 +14,12 @@
 //
 // usage: lorafleet-bench-checkpoint --dir DIR [--repeats N] [--rank R] [--lora-mb MB]
 // Prints one JSON line: bytes (whole checkpoint), tensors, repeats, write_s / read_s /
-// verify_s (medians), write_mb_s, read_mb_s (MB = 10^6 bytes), and the write's phases (medians):
-// lora_s (save_kohya_lora with its sshs hashes), state_s (save_train_state), publish_s (rename
-// + COMMITTED), prune_s.
+// verify_s (medians), write_mb_s, read_mb_s (MB = 10^6 bytes), save_s / save_mb_s (the write
+// without its prune_checkpoints: the new checkpoint made durable and committed, what dd's figure
+// compares with, since run_checkpoint_bench.sh deletes dd's file outside dd's timing), and the
+// write's phases (medians): lora_s (save_kohya_lora with its sshs hashes), state_s
+// (save_train_state), publish_s (rename + COMMITTED), prune_s (deleting the checkpoint that
+// fell out of the newest 2: none in the first two repeats).
 
 #include <torch/torch.h>
 
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
   const std::string root = (fs::path(dir) / "checkpoints").string();
   fs::remove_all(root);
   fs::create_directories(root);
-  std::vector<double> write_s, lora_s, state_s, publish_s, prune_s, read_s, verify_s;
+  std::vector<double> write_s, save_s, lora_s, state_s, publish_s, prune_s, read_s, verify_s;
   std::uint64_t bytes = 0;
   for (int r = 0; r < repeats; ++r) {
     state.global_step = r + 1;
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
     const std::string published =
         lf::publish_staging_dir(staging, root, state.global_step, written);
     publish_s.push_back(seconds_since(t1));
+    save_s.push_back(seconds_since(t0));
     t1 = std::chrono::steady_clock::now();
     lf::prune_checkpoints(root, 2);
     prune_s.push_back(seconds_since(t1));
@@ -162,14 +166,14 @@ int main(int argc, char** argv) {
     }
     verify_s.push_back(seconds_since(t0));
   }
-  const double w = median(write_s), rd = median(read_s);
+  const double w = median(write_s), sv = median(save_s), rd = median(read_s);
   std::printf(
       "{\"bytes\": %llu, \"tensors\": %zu, \"repeats\": %d, \"rank\": %lld, \"write_s\": %.4f, "
-      "\"write_mb_s\": %.1f, \"lora_s\": %.4f, \"state_s\": %.4f, \"publish_s\": %.4f, "
+      "\"write_mb_s\": %.1f, \"save_s\": %.4f, \"save_mb_s\": %.1f, \"lora_s\": %.4f, \"state_s\": %.4f, \"publish_s\": %.4f, "
       "\"prune_s\": %.4f, \"read_s\": %.4f, \"read_mb_s\": %.1f, \"verify_sha256_s\": %.4f, "
       "\"write_s_all\": [",
       static_cast<unsigned long long>(bytes), lora.size() + optimizer.size() + 1, repeats,
-      static_cast<long long>(rank), w, bytes / 1e6 / w, median(lora_s), median(state_s),
+      static_cast<long long>(rank), w, bytes / 1e6 / w, sv, bytes / 1e6 / sv, median(lora_s), median(state_s),
       median(publish_s), median(prune_s), rd, bytes / 1e6 / rd, median(verify_s));
   for (size_t i = 0; i < write_s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", write_s[i]);
   std::printf("]}\n");

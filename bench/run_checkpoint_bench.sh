@@ -63,10 +63,13 @@ med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) 
 dd_w="$(med "${w_rates[@]}")"
 dd_r="$(med "${r_rates[@]}")"
 lf_w="$(field write_mb_s)"
+lf_s="$(field save_mb_s)"
 lf_r="$(field read_mb_s)"
 say "dd write runs (MB/s): ${w_rates[*]}; dd read runs: ${r_rates[*]}"
 printf '\n%-34s %12s %12s %10s\n' "checkpoint of $bytes bytes ($mib MiB)" "lorafleet" "dd" "lf/dd"
-printf '%-34s %12s %12s %10.3f\n' "write MB/s (median of $repeats)" "$lf_w" "$dd_w" \
+printf '%-34s %12s %12s %10.3f\n' "save MB/s (median of $repeats)" "$lf_s" "$dd_w" \
+  "$(awk -v a="$lf_s" -v b="$dd_w" 'BEGIN { print a / b }')"
+printf '%-34s %12s %12s %10.3f\n' "save + prune MB/s (median)" "$lf_w" "$dd_w" \
   "$(awk -v a="$lf_w" -v b="$dd_w" 'BEGIN { print a / b }')"
 printf '%-34s %12s %12s %10.3f\n' "read MB/s (median of $repeats)" "$lf_r" "$dd_r" \
   "$(awk -v a="$lf_r" -v b="$dd_r" 'BEGIN { print a / b }')"
