@@ -169,12 +169,12 @@ int main(int argc, char** argv) {
   const double w = median(write_s), sv = median(save_s), rd = median(read_s);
   std::printf(
       "{\"bytes\": %llu, \"tensors\": %zu, \"repeats\": %d, \"rank\": %lld, \"write_s\": %.4f, "
-      "\"write_mb_s\": %.1f, \"save_s\": %.4f, \"save_mb_s\": %.1f, \"lora_s\": %.4f, \"state_s\": %.4f, \"publish_s\": %.4f, "
-      "\"prune_s\": %.4f, \"read_s\": %.4f, \"read_mb_s\": %.1f, \"verify_sha256_s\": %.4f, "
-      "\"write_s_all\": [",
+      "\"write_mb_s\": %.1f, \"save_s\": %.4f, \"save_mb_s\": %.1f, \"lora_s\": %.4f, "
+      "\"state_s\": %.4f, \"publish_s\": %.4f, \"prune_s\": %.4f, \"read_s\": %.4f, "
+      "\"read_mb_s\": %.1f, \"verify_sha256_s\": %.4f, \"write_s_all\": [",
       static_cast<unsigned long long>(bytes), lora.size() + optimizer.size() + 1, repeats,
-      static_cast<long long>(rank), w, bytes / 1e6 / w, sv, bytes / 1e6 / sv, median(lora_s), median(state_s),
-      median(publish_s), median(prune_s), rd, bytes / 1e6 / rd, median(verify_s));
+      static_cast<long long>(rank), w, bytes / 1e6 / w, sv, bytes / 1e6 / sv, median(lora_s),
+      median(state_s), median(publish_s), median(prune_s), rd, bytes / 1e6 / rd, median(verify_s));
   for (size_t i = 0; i < write_s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", write_s[i]);
   std::printf("]}\n");
   fs::remove_all(root);

@@ -1,10 +1,10 @@
 // CoordinatorEndpoint: the lorafleet.v1.Coordinator service as CoordinatorServer registers it
 // with gRPC. Register, ReportProgress, CommitCheckpoint, Finish and Rendezvous go to
-// CoordinatorService as they are. GetDataset and GetEpochPlan go through the service's checks (job token, registration,
-// epoch) but are answered with message bytes serialized once: the manifest once per run, a plan
-// once per plan object (PlanBytesCache). That is gRPC's streamed-unary form of a synchronous
-// method writing a grpc::ByteBuffer, which references the bytes instead of converting and
-// serializing the message again for every rank; the wire format is unchanged. Measured with
+// CoordinatorService as they are. GetDataset and GetEpochPlan go through the service's checks (job
+// token, registration, epoch) but are answered with message bytes serialized once: the manifest
+// once per run, a plan once per plan object (PlanBytesCache). That is gRPC's streamed-unary form of
+// a synchronous method writing a grpc::ByteBuffer, which references the bytes instead of converting
+// and serializing the message again for every rank; the wire format is unchanged. Measured with
 // bench/coordinator_load (bench/README.md): at 512 ranks the start-up burst of 512 manifests
 // and plans cost the coordinator ~9 s of CPU, so heartbeats timed out and a 10 s lease expired
 // on a live rank.

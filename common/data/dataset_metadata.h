@@ -1,6 +1,7 @@
 // The dataset part of a LoRA file's kohya metadata (kohya sd-scripts train_network.py, the
-// training metadata it builds before saving): ss_tag_frequency, ss_dataset_dirs / ss_reg_dataset_dirs and, for jobs with a
-// dataset config, ss_datasets. All values are JSON text, as kohya's json.dumps.
+// training metadata it builds before saving): ss_tag_frequency, ss_dataset_dirs /
+// ss_reg_dataset_dirs and, for jobs with a dataset config, ss_datasets. All values are JSON text,
+// as kohya's json.dumps.
 //
 // Tag frequencies grow with the dataset, so they are capped: the safetensors header of a LoRA
 // must stay far below its 100 MB limit whatever the dataset size. Over the budget, the least
