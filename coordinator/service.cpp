@@ -452,6 +452,16 @@ grpc::Status CoordinatorService::find_epoch_plan(grpc::ServerContext* context,
   int world_size = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!members_.running() && members_.generation() > 0) {
+      // The asker's generation ended (a peer failed, or it was restored ended after a
+      // coordinator restart) while it waited for the plan: ABORTED, as for the reports, so the
+      // worker exits 75 and its group restarts, instead of FAILED_PRECONDITION's exit 3.
+      // (Register blocks until its generation runs, so no rank of a forming one asks.)
+      return {grpc::StatusCode::ABORTED,
+              "GetEpochPlan(" + std::to_string(epoch) + "): generation " +
+                  std::to_string(members_.generation()) +
+                  " ended; the group must register again"};
+    }
     if (!members_.running()) {
       return {grpc::StatusCode::FAILED_PRECONDITION,
               "GetEpochPlan(" + std::to_string(epoch) + ") before all ranks registered (" +

@@ -1358,6 +1358,30 @@ TEST_F(CoordinatorTest, ReRegisterStartsTheNextGenerationAndStopsTheOldOne) {
   EXPECT_EQ(*code, 0);
 }
 
+// Found by the chaos run (seed 1): a coordinator restarted while rank 0 waited for the next
+// epoch's plan came back after the peers had timed out in their allreduce and ended the
+// generation; its GetEpochPlan was refused with FAILED_PRECONDITION, which a worker takes as
+// bad input (exit 3, not retried), where its group only needs to restart (exit 75).
+TEST_F(CoordinatorTest, APlanAskedForAfterTheGenerationEndedIsAborted) {
+  CoordinatorOptions o = fast_options();
+  o.metrics_address = "";
+  CoordinatorServer server(config(), o);
+  server.start();
+  const std::string address = server.address();
+  auto stub = stub_for(address);
+  form_generation(address, 2, "", 1);
+  ASSERT_TRUE(do_finish(*stub, 1, 3, false, "gloo: allreduce timed out", 1).ok());
+  ASSERT_FALSE(server.service().generation_running());
+  pb::GetEpochPlanRequest req;
+  req.set_epoch(1);
+  pb::EpochPlan plan;
+  grpc::ClientContext ctx;
+  set_deadline(&ctx, 10);
+  const grpc::Status st = stub->GetEpochPlan(&ctx, req, &plan);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(st.error_message(), "GetEpochPlan(1): generation 1 ended; the group must register again");
+}
+
 TEST_F(CoordinatorTest, MaxRestartsExhaustedFailsTheJob) {
   CoordinatorOptions o = fast_options();
   o.metrics_address = "";
