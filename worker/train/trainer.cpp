@@ -1,7 +1,7 @@
 // Training loop (see header). Order of one step, identical on every rank:
-//   plan of the epoch → train_one_step (inputs, noise, loss, backward, one fused allreduce,
-//   clip, optimizer step) → position advanced → sync check, reports → preemption commit or
-//   the save cadence.
+//   plan of the epoch (at its start, then a barrier: every rank has it) → train_one_step
+//   (inputs, noise, loss, backward, one fused allreduce, clip, optimizer step) → position
+//   advanced → sync check, reports → preemption commit or the save cadence.
 #include "worker/train/trainer.h"
 
 #include <torch/torch.h>
@@ -59,6 +59,18 @@ EpochPlan start_epoch(TrainingSession& s) {
                      << plan.reg_images_unused << " not used this epoch)");
   }
   return plan;
+}
+
+// Every rank holds its plan of the epoch before any trains on it. A plan can take as long as
+// the coordinator is away (a restart: the fetch retries for up to 10 minutes); the ranks that got
+// theirs wait here, bounded by cluster.rendezvous_timeout_seconds, instead of in the first
+// step's allreduce, whose collective_timeout would end the group. Found by the chaos run: a
+// coordinator killed while the ranks fetched a plan (some had it, one did not) cost a restart.
+void wait_for_every_plan(TrainingSession& s) {
+  if (s.world_size == 1) return;
+  s.comm.set_timeout(std::chrono::seconds(s.config.cluster.rendezvous_timeout_seconds));
+  s.comm.barrier();
+  s.comm.set_timeout(std::chrono::seconds(s.config.cluster.collective_timeout));
 }
 
 // Moves the position past global batches [begin, end) of `plan`, trained as one step; at the
@@ -230,6 +242,7 @@ TrainResult run_training(const JobConfig& config, const JobAssignment& job, Comm
   while (state.global_step < stop_at && !result.preempted && !result.stopped) {
     const auto plan_t0 = SteadyClock::now();
     plan = start_epoch(s);
+    wait_for_every_plan(s);
     double plan_wait = seconds_since(plan_t0);  // charged to the first step of the epoch
     const auto num_batches = static_cast<std::int64_t>(plan.batches.size());
     for (std::int64_t b = state.step_in_epoch; b < num_batches && state.global_step < stop_at;) {
