@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "common/io/atomic_file.h"
 #include "common/metrics/exposer.h"
@@ -127,8 +128,20 @@ void CoordinatorServer::start() {
   }
   port_ = selected_port;
   if (!metrics_address_.empty()) {
+    // Without a job token the status page's only guard is a loopback Host header, which a
+    // client other than a browser sets as it likes: on another address it serves /metrics only.
+    std::vector<metrics::HttpRoute> routes;
+    if (token_required_ || is_loopback_listen_address(metrics_address_)) {
+      routes = status_http_->routes();
+    } else {
+      LF_WARN("coordinator.metrics_address " << metrics_address_
+                                             << " is not loopback and no job token is set: it "
+                                                "serves /metrics only, not the status page and "
+                                                "its stop, cancel and sample-now (set "
+                                                "coordinator.job_token_file to serve them)");
+    }
     try {
-      exposer_ = std::make_unique<metrics::Exposer>(metrics_address_, 2, status_http_->routes());
+      exposer_ = std::make_unique<metrics::Exposer>(metrics_address_, 2, std::move(routes));
     } catch (const std::exception& e) {
       server_->Shutdown();
       server_.reset();

@@ -433,5 +433,19 @@ TEST_F(JobControlTest, WithoutATokenOnlyLoopbackHostsAreAnswered) {
   EXPECT_EQ(http.Get("/metrics", rebound)->status, 200);  // Prometheus's scrape is unchanged
 }
 
+// Without a token, a status page on another address than loopback would be guarded by nothing
+// but the Host header a script sets as it likes: such a coordinator serves /metrics only there.
+TEST_F(JobControlTest, WithoutATokenANonLoopbackMetricsAddressServesMetricsOnly) {
+  CoordinatorServer server(config("0.0.0.0:0", /*token=*/false), options());
+  server.start();
+  ASSERT_GT(server.metrics_port(), 0);
+  httplib::Client http("127.0.0.1", server.metrics_port());
+  EXPECT_EQ(http.Get("/metrics")->status, 200);
+  EXPECT_EQ(http.Get("/")->status, 404);
+  EXPECT_EQ(http.Get("/api/v1/status")->status, 404);
+  EXPECT_EQ(http.Post("/api/v1/stop", "", "application/x-www-form-urlencoded")->status, 404);
+  EXPECT_EQ(http.Post("/api/v1/cancel", "", "application/x-www-form-urlencoded")->status, 404);
+}
+
 }  // namespace
 }  // namespace lf
