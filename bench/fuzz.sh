@@ -55,7 +55,7 @@ for t in "${targets[@]}"; do
     "${inputs[@]}" > "$log" 2>&1
   rc=$?
   set -e
-  runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)"
+  runs="$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)"
   units="$(find "$work" -type f | wc -l)"
   if [ "$rc" -eq 0 ]; then
     result=clean
