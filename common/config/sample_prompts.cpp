@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -172,6 +173,15 @@ std::vector<SamplePrompt> from_txt(const std::string& text, const std::string& p
   return out;
 }
 
+// 128.0 is an integer to Python's int(); 128.5 is not. Only values an int64 holds (|v| < 2^63)
+// convert; anything else (5e251, inf, nan) is nullopt.
+std::optional<std::int64_t> int64_of_integral(double v) {
+  if (std::floor(v) == v && std::fabs(v) < 9223372036854775808.0) {
+    return static_cast<std::int64_t>(v);
+  }
+  return std::nullopt;
+}
+
 struct TomlGet {
   const toml::table& t;
   std::string path;
@@ -185,7 +195,13 @@ struct TomlGet {
     throw error_at(at(k), "'" + k + "' expects a string");
   }
   std::int64_t integer(const std::string& k) const {
-    if (auto v = t[k].value<std::int64_t>()) return *v;
+    // toml++'s value<int64_t>() casts a float without a range check (5e251: undefined
+    // behaviour), so floats take the same road as in JSON.
+    if (const auto* f = t[k].as_floating_point()) {
+      if (auto v = int64_of_integral(f->get())) return *v;
+    } else if (auto v = t[k].value<std::int64_t>()) {
+      return *v;
+    }
     throw error_at(at(k), "'" + k + "' expects an integer");
   }
   double number(const std::string& k) const {
@@ -245,13 +261,8 @@ struct JsonGet {
     } else if (j[k].is_number_integer()) {
       return j[k].get<std::int64_t>();
     }
-    // 128.0 is an integer to Python's int() and to the TOML reader; 128.5 is not. Only values
-    // an int64 holds (|v| < 2^63) convert.
     if (j[k].is_number_float()) {
-      const double v = j[k].get<double>();
-      if (std::floor(v) == v && std::fabs(v) < 9223372036854775808.0) {
-        return static_cast<std::int64_t>(v);
-      }
+      if (auto v = int64_of_integral(j[k].get<double>())) return *v;
     }
     throw error_at(where, "'" + k + "' expects an integer");
   }

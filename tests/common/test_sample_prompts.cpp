@@ -111,6 +111,16 @@ TEST(SamplePrompts, OutOfRangeValuesAreRefusedNotWrapped) {
                                  "[prompt]\nheight = 20000\n[[prompt.subset]]\n"
                                  "prompt = \"a\"\n");
   EXPECT_EQ(error_of(tall), tall + ":1: 'height' expects at most 16384 pixels, got 20000");
+  // Found by the same fuzzer in TOML (regressions/sample_prompts/toml_float_width_overflow):
+  // toml++ cast a float of 5e251 to int64 itself; an integral float within range still counts.
+  const std::string huge_toml =
+      write("_ht.toml", "[prompt]\nwidth = 5e251\n[[prompt.subset]]\nprompt = \"a\"\n");
+  EXPECT_EQ(error_of(huge_toml), huge_toml + ":2: 'width' expects an integer");
+  const std::string half = write("_hf.toml", "[prompt]\nwidth = 256.5\n[[prompt.subset]]\n");
+  EXPECT_EQ(error_of(half), half + ":2: 'width' expects an integer");
+  const auto whole = load_sample_prompts(
+      write("_wf.toml", "[prompt]\nwidth = 256.0\n[[prompt.subset]]\nprompt = \"a\"\n"));
+  EXPECT_EQ(whole.at(0).width, 256);
   const std::string nan = write("_nan.txt", "a dog --l nan\n");
   EXPECT_EQ(error_of(nan), nan + ":1: --l expects a finite number");
   // kohya's clamp of the steps, now without wrapping: 2^32 + 5 steps is 1000, not 5.
