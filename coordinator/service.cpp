@@ -459,8 +459,7 @@ grpc::Status CoordinatorService::find_epoch_plan(grpc::ServerContext* context,
       // (Register blocks until its generation runs, so no rank of a forming one asks.)
       return {grpc::StatusCode::ABORTED,
               "GetEpochPlan(" + std::to_string(epoch) + "): generation " +
-                  std::to_string(members_.generation()) +
-                  " ended; the group must register again"};
+                  std::to_string(members_.generation()) + " ended; the group must register again"};
     }
     if (!members_.running()) {
       return {grpc::StatusCode::FAILED_PRECONDITION,

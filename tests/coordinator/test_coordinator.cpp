@@ -1379,7 +1379,8 @@ TEST_F(CoordinatorTest, APlanAskedForAfterTheGenerationEndedIsAborted) {
   set_deadline(&ctx, 10);
   const grpc::Status st = stub->GetEpochPlan(&ctx, req, &plan);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED);
-  EXPECT_EQ(st.error_message(), "GetEpochPlan(1): generation 1 ended; the group must register again");
+  EXPECT_EQ(st.error_message(),
+            "GetEpochPlan(1): generation 1 ended; the group must register again");
 }
 
 TEST_F(CoordinatorTest, MaxRestartsExhaustedFailsTheJob) {
