@@ -1,7 +1,7 @@
 // The key-value store a process group rendezvous needs: the operations of c10d's Store
 // (torch/csrc/distributed/c10d/Store.hpp: set, compareSet, get, add, deleteKey, check,
 // getNumKeys, wait), without LibTorch, so that the coordinator can host one and the workers can
-// reach it over the coordinator's authenticated gRPC service (worker/rpc/rendezvous_client.h).
+// reach it over the coordinator's authenticated gRPC service (worker/rpc/coordinator_rendezvous.h).
 // worker/dist/c10d_store.h adapts any implementation to c10d for ProcessGroupGloo.
 #pragma once
 
